@@ -1,0 +1,31 @@
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check bench diagrams clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test,dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m workflows.refund demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+check: $(STAMP)
+	$(BIN)/ruff check fsm workflows tests bench
+	$(BIN)/mypy fsm
+
+bench: $(STAMP)
+	$(BIN)/python bench/steps.py
+
+diagrams: $(STAMP)
+	$(BIN)/python -m fsm.diagram_files refund diagrams
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

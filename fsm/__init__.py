@@ -1,0 +1,73 @@
+"""fsm: tool-using LLM agents run as explicit, checkpointed finite-state machines."""
+
+from fsm.agent import Agent, Tool
+from fsm.engine import Engine
+from fsm.errors import (
+    ApprovalAlreadyDecided,
+    ApprovalError,
+    ApprovalExpired,
+    ApprovalRefused,
+    ApprovalStale,
+    ConcurrentUpdate,
+    DefinitionChanged,
+    FSMError,
+    InvalidRunState,
+    NothingPending,
+    RunError,
+    RunLocked,
+    RunNotFound,
+    TransitionRefused,
+    WorkflowDefinitionError,
+)
+from fsm.policy import Action, Policy, PolicyUnavailable, Usage, View
+from fsm.run import Budgets, Pending, RunState, Used
+from fsm.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
+from fsm.store.base import Approval, Effect, Event, Store, ViewRecord
+from fsm.store.memory import MemoryStore
+from fsm.tools import NoArgs, ToolContext, ToolSpec
+from fsm.view import view_at
+
+__all__ = [
+    "ADVANCE",
+    "Action",
+    "Agent",
+    "Approval",
+    "ApprovalAlreadyDecided",
+    "ApprovalError",
+    "ApprovalExpired",
+    "ApprovalRefused",
+    "ApprovalStale",
+    "Budgets",
+    "ConcurrentUpdate",
+    "DefinitionChanged",
+    "Effect",
+    "Engine",
+    "Event",
+    "FSMError",
+    "Guard",
+    "InvalidRunState",
+    "MemoryStore",
+    "NoArgs",
+    "NothingPending",
+    "Pending",
+    "Policy",
+    "PolicyUnavailable",
+    "RunError",
+    "RunLocked",
+    "RunNotFound",
+    "RunState",
+    "Store",
+    "Tool",
+    "ToolContext",
+    "ToolSpec",
+    "TransitionRefused",
+    "Usage",
+    "Used",
+    "View",
+    "ViewRecord",
+    "WorkflowDefinitionError",
+    "WorkflowSpec",
+    "define_workflow",
+    "guard",
+    "view_at",
+]

@@ -1,0 +1,84 @@
+"""The workflow spec compiled into a ``transitions`` machine.
+
+The machine, not a dict lookup, decides whether an event may fire. One machine is
+built per workflow; each fire borrows it with a throwaway model object. Its errors
+are translated here, at the one boundary, into :class:`TransitionRefused`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+from transitions import EventData, Machine, MachineError
+
+from fsm.errors import TransitionRefused
+
+if TYPE_CHECKING:
+    from fsm.spec import WorkflowSpec
+
+
+class _Token:
+    """The model object ``transitions`` moves between states."""
+
+    state: str
+
+
+class WorkflowMachine:
+    def __init__(self, spec: WorkflowSpec) -> None:
+        self.spec = spec
+        self._lock = threading.Lock()
+        rows = []
+        for src, events in spec.transitions.items():
+            for event, dst in events.items():
+                row: dict[str, Any] = {"trigger": event, "source": src, "dest": dst}
+                g = spec.guards.get(event)
+                if g is not None:
+                    row["conditions"] = [self._condition(g.fn)]
+                rows.append(row)
+        self._machine = Machine(
+            model=None, states=list(spec.states), transitions=rows, initial=spec.initial,
+            auto_transitions=False, send_event=True,
+        )
+
+    @staticmethod
+    def _condition(fn: Any) -> Any:
+        def check(ev: EventData) -> bool:
+            return bool(fn(ev.kwargs["facts"], ev.kwargs["payload"]))
+
+        return check
+
+    def triggers(self, state: str) -> list[str]:
+        """Events the machine accepts from ``state`` (before guards)."""
+        return list(self._machine.get_triggers(state))
+
+    def fire(
+        self, state: str, event: str, facts: dict[str, Any], payload: dict[str, Any],
+        *, run_id: str | None = None,
+    ) -> str:
+        """Return the next state, or raise :class:`TransitionRefused` with the reason."""
+        if event not in self._machine.events:
+            raise TransitionRefused(
+                f"event {event!r} does not exist in workflow {self.spec.name!r}",
+                run_id=run_id, state=state, event=event,
+            )
+        token = _Token()
+        with self._lock:
+            self._machine.add_model(token, initial=state)
+            try:
+                moved = self._machine.events[event].trigger(token, facts=facts, payload=payload)
+            except MachineError:
+                allowed = ", ".join(self.triggers(state)) or "none"
+                raise TransitionRefused(
+                    f"event {event!r} is not allowed in state {state!r} (allowed: {allowed})",
+                    run_id=run_id, state=state, event=event,
+                ) from None
+            finally:
+                self._machine.remove_model(token)
+        if not moved:
+            g = self.spec.guards[event]
+            raise TransitionRefused(
+                f"event {event!r} refused in state {state!r}: guard not met ({g.description})",
+                run_id=run_id, state=state, event=event,
+            )
+        return token.state

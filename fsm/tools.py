@@ -1,0 +1,81 @@
+"""Tools: what a workflow lets the model call, and what each call may do."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+Facts = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a tool receives besides its arguments."""
+
+    run_id: str
+    user: str
+    step: int
+    facts: Facts
+    #: ``"{run_id}:{step}"`` for write tools; ``None`` for read-only ones.
+    key: str | None = None
+
+
+class NoArgs(BaseModel):
+    """Arguments of a tool that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool of a workflow.
+
+    ``fn(args, ctx)`` gets the validated pydantic ``args`` and a :class:`ToolContext`
+    and returns a JSON-serialisable result. Raising is fine: the model then reads
+    ``"TypeName: message"``.
+    """
+
+    name: str
+    fn: Callable[[Any, ToolContext], Any]
+    description: str = ""
+    args: type[BaseModel] = NoArgs
+    #: A write changes the world; it gets an idempotency key and an effect record.
+    write: bool = False
+    #: The write honours its idempotency key, so re-calling it after a crash is safe.
+    retry_safe: bool = False
+    #: ``True``, or ``fn(args, facts) -> bool``: the call waits for a person first.
+    approval: bool | Callable[[Any, Facts], bool] = False
+    #: ``fn(result) -> event | None``: the workflow event the result fires.
+    emits: Callable[[Any], str | None] | None = None
+    #: Every event ``emits`` may return, checked against the tables at load.
+    emits_events: tuple[str, ...] = ()
+    #: ``fn(args, facts) -> reason | None``: refuse the call before it runs.
+    check: Callable[[Any, Facts], str | None] | None = None
+    #: ``fn(args, result, facts) -> dict``: facts to merge into the run after success.
+    remember: Callable[[Any, Any, Facts], dict[str, Any]] | None = None
+    #: Extra fields shown to auditors (e.g. ``{"moves_money": True}``).
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+    def needs_approval(self, args: Any, facts: Facts) -> bool:
+        if callable(self.approval):
+            return bool(self.approval(args, facts))
+        return bool(self.approval)
+
+    def schema(self) -> dict[str, Any]:
+        """The JSON schema the model sees for this tool."""
+        params = self.args.model_json_schema()
+        params.pop("title", None)
+        return {"name": self.name, "description": self.description, "parameters": params}
+
+    def public(self) -> dict[str, Any]:
+        """What identifies the tool in the definition hash."""
+        return {
+            **self.schema(),
+            "write": self.write,
+            "retry_safe": self.retry_safe,
+            "approval": "predicate" if callable(self.approval) else self.approval,
+            "emits": sorted(self.emits_events),
+        }

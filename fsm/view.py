@@ -1,0 +1,81 @@
+"""Building the view: what the model sees, and rebuilding it for any past step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fsm.policy import View
+from fsm.spec import ADVANCE, WorkflowSpec
+from fsm.store.base import Store, ViewRecord
+
+
+def advance_schema(spec: WorkflowSpec, events: list[str]) -> dict[str, Any]:
+    """The synthetic tool whose ``event`` argument is an enum of the offered events."""
+    props: dict[str, Any] = {
+        "event": {"type": "string", "enum": list(events), "description": "the event to fire"},
+    }
+    lines = []
+    for event in events:
+        model = spec.payloads.get(event)
+        fields: list[str] = []
+        if model is not None:
+            schema = model.model_json_schema()
+            for name, prop in schema.get("properties", {}).items():
+                prop = {k: v for k, v in prop.items() if k != "title"}
+                props.setdefault(name, prop)
+                fields.append(name)
+        g = spec.guards.get(event)
+        desc = f"- {event}"
+        if fields:
+            desc += f" (payload: {', '.join(fields)})"
+        if g is not None:
+            desc += f"; only if {g.description}"
+        lines.append(desc)
+    return {
+        "name": ADVANCE,
+        "description": "Move the workflow on by firing one of these events:\n" + "\n".join(lines),
+        "parameters": {
+            "type": "object", "properties": props, "required": ["event"],
+            "additionalProperties": False,
+        },
+    }
+
+
+def offered(spec: WorkflowSpec, state: str) -> tuple[list[str], list[str]]:
+    """(tool names, model events) offered in ``state``."""
+    return list(spec.allowed_tools(state)), spec.model_events(state)
+
+
+def tool_schemas(spec: WorkflowSpec, tools: list[str], events: list[str]) -> list[dict[str, Any]]:
+    schemas = [spec.tools[name].schema() for name in tools]
+    if events:
+        schemas.append(advance_schema(spec, events))
+    return schemas
+
+
+def compacted(messages: list[dict[str, Any]], compaction: dict[str, Any] | None) -> list[dict]:
+    """Apply a compaction record: messages[1:upto] become one summary message."""
+    if not compaction:
+        return messages
+    upto = int(compaction["upto"])
+    summary = {"role": "user", "content": compaction["summary"], "summary_of": [1, upto]}
+    return messages[:1] + [summary] + messages[upto:]
+
+
+def render(spec: WorkflowSpec, run_id: str, record: ViewRecord,
+           messages: list[dict[str, Any]]) -> View:
+    """The exact view of ``record`` given the transcript's first messages."""
+    return View(
+        run_id=run_id, workflow=spec.name, step=record.step, state=record.state,
+        messages=compacted(messages[: record.message_count], record.compaction),
+        tools=tool_schemas(spec, record.tools, record.events), events=record.events,
+        system_prompt=spec.system_prompt, instructions=spec.instructions.get(record.state, ""),
+    )
+
+
+def view_at(spec: WorkflowSpec, store: Store, run_id: str, step: int | None = None) -> View | None:
+    """What the model saw at ``step`` (default: the latest step)."""
+    record = store.view_record(run_id, step)
+    if record is None:
+        return None
+    return render(spec, run_id, record, store.messages(run_id, 0, record.message_count))

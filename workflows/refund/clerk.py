@@ -1,0 +1,90 @@
+"""A deterministic, rule-based refund clerk: a policy that reads only the view.
+
+It lets the demo and the tests run offline. It parses the order id from the
+customer's message and decides from the tool results in the transcript.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fsm import Action, View
+
+ORDER_ID = re.compile(r"\b[A-Z]-\d{4}\b")
+LIMIT_PAISE = 50_000
+
+
+def _last_result(view: View, tool: str) -> dict[str, Any] | None:
+    for msg in reversed(view.messages):
+        if msg.get("role") == "tool" and msg.get("tool") == tool and "result" in msg:
+            return msg["result"]
+    return None
+
+
+def _decision(view: View) -> dict[str, Any] | None:
+    for msg in reversed(view.messages):
+        args = msg.get("args") or {}
+        if msg.get("tool") == "advance" and args.get("event") in ("small_refund", "large_refund"):
+            return args
+    return None
+
+
+def _rupees(paise: int) -> str:
+    return f"₹{paise // 100:,}" + (f".{paise % 100:02d}" if paise % 100 else "")
+
+
+def clerk(view: View) -> Action:
+    goal = next((m["content"] for m in view.messages if m.get("role") == "user"), "")
+    match = ORDER_ID.search(goal)
+    order_id = match.group(0) if match else ""
+    order = _last_result(view, "get_order")
+    policy = _last_result(view, "get_policy")
+    if view.state == "collecting":
+        if order is None:
+            return Action(tool="get_order", args={"order_id": order_id})
+        return Action(tool="advance", args={"event": "details_complete"})
+    if view.state == "verifying":
+        if policy is None:
+            return Action(tool="get_policy", args={"order_id": order_id})
+        event = "verified" if policy.get("eligible") else "cannot_verify"
+        return Action(tool="advance", args={"event": event})
+    if view.state == "deciding":
+        return _decide(order or {}, policy or {})
+    if view.state == "refunding":
+        d = _decision(view) or {}
+        return Action(tool="refund_item", args={
+            "order_id": order_id, "item_id": d.get("item_id"), "amount_paise": d.get("amount_paise"),
+        })
+    if view.state == "replying":
+        return Action(tool="send_reply", args={"text": _reply(view, order or {}, policy or {})})
+    return Action(final="Nothing more to do.")
+
+
+def _decide(order: dict[str, Any], policy: dict[str, Any]) -> Action:
+    amount = int(policy.get("refundable_paise", 0))
+    if amount <= 0:
+        days = policy.get("days_since_delivery")
+        reason = f"delivered {days} days ago, outside the {policy.get('window_days')}-day window"
+        return Action(tool="advance", args={"event": "no_refund", "reason": reason})
+    event = "small_refund" if amount <= LIMIT_PAISE else "large_refund"
+    return Action(tool="advance", args={
+        "event": event, "item_id": order.get("item_id"), "amount_paise": amount,
+    })
+
+
+def _reply(view: View, order: dict[str, Any], policy: dict[str, Any]) -> str:
+    item = order.get("item_name", "your item")
+    refund = _last_result(view, "refund_item")
+    if refund and refund.get("status") == "ok":
+        return f"Your refund of {_rupees(refund['amount_paise'])} for the {item} is on its way."
+    denied = any(
+        m.get("role") == "user" and str(m.get("content", "")).startswith("denied by")
+        for m in view.messages
+    )
+    if denied:
+        return (f"We are sorry: after review we cannot refund the {item}. "
+                "A colleague will contact you with the details.")
+    return (f"We are sorry, the {item} was delivered {policy.get('days_since_delivery')} days "
+            f"ago, outside our {policy.get('window_days')}-day refund window, so we cannot "
+            "refund it.")

