@@ -1,0 +1,59 @@
+"""The shared typer application and the helpers every command uses."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    name="fsm", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    help="Run, inspect, approve and audit fsm workflow runs.",
+)
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+DB_HELP = "SQLite database file (default: $FSM_DB, else ./fsm.db)"
+JSON_HELP = "print JSON instead of a table"
+
+
+def db_path(db: str | None) -> str:
+    """Resolve --db, then FSM_DB, then ./fsm.db; the shop of the demo follows it."""
+    path = db or os.environ.get("FSM_DB") or "fsm.db"
+    os.environ["FSM_DB"] = path
+    return path
+
+
+def print_json(value: Any) -> None:
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str))
+
+
+def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    table = Table(title=title, show_lines=False)
+    for c in columns:
+        table.add_column(c, overflow="fold")
+    for r in rows:
+        table.add_row(*["" if v is None else str(v) for v in r])
+    console.print(table)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print one clear line on stderr; return the exit to raise."""
+    err_console.print(f"error: {message}", markup=False)
+    return typer.Exit(code)
+
+
+@app.command("workflows")
+def workflows_cmd(as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
+    """List the registered workflows."""
+    from fsm.registry import registered
+
+    names = registered()
+    if as_json:
+        print_json(names)
+    else:
+        print_table(None, ["workflow", "defined in"], [[k, v] for k, v in sorted(names.items())])

@@ -1,0 +1,1 @@
+"""Auditor commands: diagram and verify."""

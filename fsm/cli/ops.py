@@ -1,0 +1,1 @@
+"""Operator commands: run, resume, runs, approvals, approve, deny, show, history, audit, sweep."""
