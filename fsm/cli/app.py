@@ -17,6 +17,13 @@ app = typer.Typer(
 console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
+
+
+@app.callback()
+def _root() -> None:
+    """Run, inspect, approve and audit fsm workflow runs."""
+
+
 DB_HELP = "SQLite database file (default: $FSM_DB, else ./fsm.db)"
 JSON_HELP = "print JSON instead of a table"
 
