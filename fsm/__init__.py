@@ -24,6 +24,8 @@ from fsm.run import Budgets, Pending, RunState, Used
 from fsm.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
 from fsm.store.base import Approval, Effect, Event, Store, ViewRecord
 from fsm.store.memory import MemoryStore
+from fsm.store.schema import StoreError
+from fsm.store.sqlite import SQLiteStore
 from fsm.tools import NoArgs, ToolContext, ToolSpec
 from fsm.view import view_at
 
@@ -56,7 +58,9 @@ __all__ = [
     "RunLocked",
     "RunNotFound",
     "RunState",
+    "SQLiteStore",
     "Store",
+    "StoreError",
     "Tool",
     "ToolContext",
     "ToolSpec",

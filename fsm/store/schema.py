@@ -1,0 +1,99 @@
+"""The SQLite schema, as forward migrations keyed by ``PRAGMA user_version``.
+
+Migration N brings a database from version N-1 to N. Never edit a shipped
+migration; append a new one.
+"""
+
+from __future__ import annotations
+
+from fsm.errors import FSMError
+
+
+class StoreError(FSMError):
+    """The database could not be opened, read or written."""
+
+
+MIGRATIONS: list[str] = [
+    # 1: the first schema.
+    """
+    CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        status TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        snapshot TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX runs_status ON runs (status);
+    CREATE TABLE messages (
+        run_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (run_id, idx)
+    ) WITHOUT ROWID;
+    CREATE TABLE views (
+        run_id TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (run_id, step)
+    ) WITHOUT ROWID;
+    CREATE TABLE events (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        time REAL NOT NULL,
+        kind TEXT NOT NULL,
+        state_before TEXT,
+        state_after TEXT,
+        tool TEXT,
+        event TEXT,
+        reason TEXT,
+        cost_micros INTEGER NOT NULL DEFAULT 0,
+        tokens INTEGER NOT NULL DEFAULT 0,
+        reviewer TEXT,
+        detail TEXT NOT NULL DEFAULT '{}',
+        prev_hash TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE effects (
+        key TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        tool TEXT NOT NULL,
+        args TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('STARTED', 'DONE')),
+        result TEXT,
+        error TEXT,
+        started_at REAL NOT NULL,
+        finished_at REAL
+    );
+    CREATE TABLE approvals (
+        approval_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        step INTEGER NOT NULL,
+        tool TEXT,
+        args TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        run_version INTEGER NOT NULL,
+        requested_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        decision TEXT,
+        reviewer TEXT,
+        note TEXT,
+        decided_at REAL
+    );
+    CREATE INDEX approvals_open ON approvals (decision, expires_at);
+    CREATE TABLE artifacts (
+        sha256 TEXT PRIMARY KEY,
+        content TEXT NOT NULL,
+        size INTEGER NOT NULL
+    )
+    """,
+    # 2: run leases, so exactly one process drives a run.
+    """
+    ALTER TABLE runs ADD COLUMN lease_owner TEXT;
+    ALTER TABLE runs ADD COLUMN lease_at REAL
+    """,
+]

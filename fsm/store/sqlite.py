@@ -1,0 +1,324 @@
+"""The SQLite store: one file, WAL, ``BEGIN IMMEDIATE``, one transaction per step.
+
+Tables: ``runs`` (a small snapshot per run, with its version and lease), ``messages``
+(the transcript, one row per message), ``views`` (what the model saw, per step),
+``events`` (the hash-chained log), ``effects`` (write intents and results),
+``approvals`` and ``artifacts``. Nothing grows with the length of a run except by
+appending its own rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunLocked, RunNotFound
+from fsm.run import RunState
+from fsm.store.base import (
+    GENESIS,
+    Approval,
+    Effect,
+    Event,
+    StepCommit,
+    Store,
+    ViewRecord,
+    chain,
+)
+from fsm.store.lease import lease_is_free
+from fsm.store.schema import MIGRATIONS, StoreError
+
+_EVENT_COLS = (
+    "run_id", "seq", "step", "time", "kind", "state_before", "state_after", "tool", "event",
+    "reason", "cost_micros", "tokens", "reviewer", "detail", "prev_hash", "hash",
+)
+_APPROVAL_COLS = (
+    "approval_id", "run_id", "step", "tool", "args", "args_hash", "run_version",
+    "requested_at", "expires_at", "decision", "reviewer", "note", "decided_at",
+)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                      default=str)
+
+
+class SQLiteStore(Store):
+    """A durable store in one SQLite file."""
+
+    def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 10_000) -> None:
+        if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
+            raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.path = path
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None,
+                                       check_same_thread=False)
+            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            self._migrate()
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open database {path!r}: {exc}") from None
+
+    # -- plumbing -------------------------------------------------------------------
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"database {self.path!r}: {exc}") from None
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._db.execute("ROLLBACK")
+                raise StoreError(f"database {self.path!r}: commit failed: {exc}") from None
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            try:
+                cur = self._db.execute(sql, args)
+                cur.row_factory = sqlite3.Row  # type: ignore[assignment]
+                return cur.fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"database {self.path!r}: {exc}") from None
+
+    def _migrate(self) -> None:
+        current = self._db.execute("PRAGMA user_version").fetchone()[0]
+        for version, script in enumerate(MIGRATIONS, start=1):
+            if version <= current:
+                continue
+            with self._tx() as db:
+                for statement in script.split(";"):
+                    if statement.strip():
+                        db.execute(statement)
+                db.execute(f"PRAGMA user_version = {version}")
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._read("PRAGMA user_version")[0][0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    # -- runs -----------------------------------------------------------------------
+
+    def create_run(self, run: RunState, commit: StepCommit | None = None) -> RunState:
+        commit = commit or StepCommit(run=run, expected_version=0)
+        with self._tx() as db:
+            try:
+                db.execute(
+                    "INSERT INTO runs (run_id, workflow, status, version, snapshot, created_at, "
+                    "updated_at) VALUES (?, ?, ?, 0, '{}', ?, ?)",
+                    (run.run_id, run.workflow, run.status, run.created_at, run.updated_at),
+                )
+            except sqlite3.IntegrityError:
+                raise RunError(f"run {run.run_id!r} already exists", run_id=run.run_id) from None
+            return self._apply(db, commit)
+
+    def load_run(self, run_id: str) -> RunState:
+        rows = self._read("SELECT snapshot, version FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        data = json.loads(rows[0]["snapshot"])
+        data["version"] = rows[0]["version"]
+        return RunState.model_validate(data)
+
+    def list_runs(self, status: str | None = None) -> list[RunState]:
+        sql = "SELECT snapshot, version FROM runs"
+        args: tuple[Any, ...] = ()
+        if status is not None:
+            sql += " WHERE status = ?"
+            args = (status,)
+        out = []
+        for row in self._read(sql + " ORDER BY created_at, run_id", args):
+            data = json.loads(row["snapshot"])
+            data["version"] = row["version"]
+            out.append(RunState.model_validate(data))
+        return out
+
+    def commit(self, commit: StepCommit) -> RunState:
+        with self._tx() as db:
+            return self._apply(db, commit)
+
+    def _apply(self, db: sqlite3.Connection, c: StepCommit) -> RunState:
+        run_id = c.run.run_id
+        row = db.execute("SELECT version FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(run_id)
+        if row[0] != c.expected_version:
+            raise ConcurrentUpdate(run_id, c.expected_version, row[0])
+        new = c.run.model_copy(update={"version": c.expected_version + 1})
+        snapshot = new.model_dump(mode="json", exclude={"version"})
+        db.execute(
+            "UPDATE runs SET status = ?, version = ?, snapshot = ?, updated_at = ? WHERE run_id = ?",
+            (new.status, new.version, _dumps(snapshot), new.updated_at, run_id),
+        )
+        if c.messages:
+            base = new.message_count - len(c.messages)
+            db.executemany(
+                "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
+                [(run_id, base + i, _dumps(m)) for i, m in enumerate(c.messages)],
+            )
+        if c.view is not None:
+            db.execute("INSERT OR REPLACE INTO views (run_id, step, body) VALUES (?, ?, ?)",
+                       (run_id, c.view.step, _dumps(c.view.model_dump(mode="json"))))
+        self._append_events(db, run_id, c.events)
+        for key, (result, error) in c.effects_done.items():
+            db.execute(
+                "UPDATE effects SET status = 'DONE', result = ?, error = ?, finished_at = ? "
+                "WHERE key = ?", (_dumps(result), error, new.updated_at, key),
+            )
+        if c.new_approval is not None:
+            a = c.new_approval.model_dump(mode="json")
+            a["args"] = _dumps(a["args"])
+            db.execute(
+                f"INSERT INTO approvals ({', '.join(_APPROVAL_COLS)}) "
+                f"VALUES ({', '.join('?' * len(_APPROVAL_COLS))})",
+                tuple(a[k] for k in _APPROVAL_COLS),
+            )
+        if c.decision is not None:
+            self._decide(db, run_id, c.decision)
+        for sha, content in c.artifacts.items():
+            db.execute("INSERT OR IGNORE INTO artifacts (sha256, content, size) VALUES (?, ?, ?)",
+                       (sha, content, len(content)))
+        return new
+
+    def _append_events(self, db: sqlite3.Connection, run_id: str, events: list[Event]) -> None:
+        if not events:
+            return
+        last = db.execute(
+            "SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1", (run_id,)
+        ).fetchone()
+        prev, seq = (last[1], last[0] + 1) if last else (GENESIS, 0)
+        rows = []
+        for ev in chain(events, prev, seq):
+            d = ev.model_dump(mode="json")
+            d["detail"] = _dumps(d["detail"])
+            rows.append(tuple(d[k] for k in _EVENT_COLS))
+        db.executemany(
+            f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
+            f"VALUES ({', '.join('?' * len(_EVENT_COLS))})", rows,
+        )
+
+    def _decide(self, db: sqlite3.Connection, run_id: str,
+                decision: tuple[str, str, str | None, str | None, float]) -> None:
+        aid, verdict, reviewer, note, at = decision
+        cur = db.execute(
+            "UPDATE approvals SET decision = ?, reviewer = ?, note = ?, decided_at = ? "
+            "WHERE approval_id = ? AND decision IS NULL", (verdict, reviewer, note, at, aid),
+        )
+        if cur.rowcount != 1:
+            row = db.execute("SELECT decision, reviewer FROM approvals WHERE approval_id = ?",
+                             (aid,)).fetchone()
+            raise ApprovalAlreadyDecided(
+                f"approval {aid} of run {run_id!r} was already "
+                f"{row[0] if row else 'removed'} by {row[1] if row else '?'}", run_id=run_id,
+            )
+
+    # -- reads ----------------------------------------------------------------------
+
+    def _exists(self, run_id: str) -> None:
+        if not self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)):
+            raise RunNotFound(run_id)
+
+    def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+        self._exists(run_id)
+        rows = self._read(
+            "SELECT body FROM messages WHERE run_id = ? AND idx >= ? AND idx < ? ORDER BY idx",
+            (run_id, start, end if end is not None else 2**62),
+        )
+        return [json.loads(r["body"]) for r in rows]
+
+    def view_record(self, run_id: str, step: int | None = None) -> ViewRecord | None:
+        self._exists(run_id)
+        if step is None:
+            rows = self._read("SELECT body FROM views WHERE run_id = ? ORDER BY step DESC LIMIT 1",
+                              (run_id,))
+        else:
+            rows = self._read("SELECT body FROM views WHERE run_id = ? AND step = ?",
+                              (run_id, step))
+        return ViewRecord.model_validate_json(rows[0]["body"]) if rows else None
+
+    def events(self, run_id: str) -> list[Event]:
+        self._exists(run_id)
+        rows = self._read(
+            f"SELECT {', '.join(_EVENT_COLS)} FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
+        )
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["detail"] = json.loads(d["detail"] or "{}")
+            out.append(Event.model_validate(d))
+        return out
+
+    def claim_effect(self, effect: Effect) -> Effect | None:
+        with self._tx() as db:
+            try:
+                db.execute(
+                    "INSERT INTO effects (key, run_id, step, tool, args, status, started_at) "
+                    "VALUES (?, ?, ?, ?, ?, 'STARTED', ?)",
+                    (effect.key, effect.run_id, effect.step, effect.tool, _dumps(effect.args),
+                     effect.started_at),
+                )
+                return None
+            except sqlite3.IntegrityError:
+                pass
+        return self.effect(effect.key)
+
+    def effect(self, key: str) -> Effect | None:
+        rows = self._read("SELECT * FROM effects WHERE key = ?", (key,))
+        if not rows:
+            return None
+        d = dict(rows[0])
+        d["args"] = json.loads(d["args"])
+        d["result"] = json.loads(d["result"]) if d["result"] is not None else None
+        return Effect.model_validate(d)
+
+    def approvals(self, run_id: str | None = None, *, pending_only: bool = True) -> list[Approval]:
+        sql = f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals WHERE 1 = 1"
+        args: list[Any] = []
+        if run_id is not None:
+            sql += " AND run_id = ?"
+            args.append(run_id)
+        if pending_only:
+            sql += " AND decision IS NULL"
+        out = []
+        for r in self._read(sql + " ORDER BY requested_at, approval_id", tuple(args)):
+            d = dict(r)
+            d["args"] = json.loads(d["args"])
+            out.append(Approval.model_validate(d))
+        return out
+
+    def artifact(self, sha256: str) -> str | None:
+        rows = self._read("SELECT content FROM artifacts WHERE sha256 = ?", (sha256,))
+        return rows[0]["content"] if rows else None
+
+    # -- leases ---------------------------------------------------------------------
+
+    def acquire(self, run_id: str, owner: str, now: float) -> None:
+        with self._tx() as db:
+            row = db.execute("SELECT lease_owner FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if row is None:
+                raise RunNotFound(run_id)
+            held = row[0]
+            if held and held != owner and not lease_is_free(held):
+                raise RunLocked(run_id, held)
+            db.execute("UPDATE runs SET lease_owner = ?, lease_at = ? WHERE run_id = ?",
+                       (owner, now, run_id))
+
+    def release(self, run_id: str, owner: str) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE runs SET lease_owner = NULL WHERE run_id = ? AND lease_owner = ?",
+                       (run_id, owner))
