@@ -165,6 +165,10 @@ class Store(ABC):
     def artifact(self, sha256: str) -> str | None: ...
 
     @abstractmethod
+    def log_head(self, run_id: str) -> tuple[int, str]:
+        """(number of log events, hash of the last one), kept with the run row."""
+
+    @abstractmethod
     def acquire(self, run_id: str, owner: str, now: float) -> None:
         """Take the run's lease or raise :class:`~fsm.errors.RunLocked`.
 

@@ -145,6 +145,13 @@ class MemoryStore(Store):
         with self._lock:
             return self._artifacts.get(sha256)
 
+    def log_head(self, run_id: str) -> tuple[int, str]:
+        with self._lock:
+            log = self._events.get(run_id)
+            if log is None:
+                raise RunNotFound(run_id)
+            return len(log), (log[-1].hash if log else GENESIS)
+
     def acquire(self, run_id: str, owner: str, now: float) -> None:
         from fsm.errors import RunLocked
 

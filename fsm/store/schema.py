@@ -91,9 +91,12 @@ MIGRATIONS: list[str] = [
         size INTEGER NOT NULL
     )
     """,
-    # 2: run leases, so exactly one process drives a run.
+    # 2: run leases, so exactly one process drives a run; the log's head, so a deleted
+    # last row is noticed.
     """
     ALTER TABLE runs ADD COLUMN lease_owner TEXT;
-    ALTER TABLE runs ADD COLUMN lease_at REAL
+    ALTER TABLE runs ADD COLUMN lease_at REAL;
+    ALTER TABLE runs ADD COLUMN log_count INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN log_head TEXT NOT NULL DEFAULT '0000000000000000000000000000000000000000000000000000000000000000'
     """,
 ]

@@ -211,6 +211,8 @@ class SQLiteStore(Store):
             f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
             f"VALUES ({', '.join('?' * len(_EVENT_COLS))})", rows,
         )
+        db.execute("UPDATE runs SET log_count = ?, log_head = ? WHERE run_id = ?",
+                   (seq + len(rows), rows[-1][-1], run_id))
 
     def _decide(self, db: sqlite3.Connection, run_id: str,
                 decision: tuple[str, str, str | None, str | None, float]) -> None:
@@ -304,6 +306,12 @@ class SQLiteStore(Store):
     def artifact(self, sha256: str) -> str | None:
         rows = self._read("SELECT content FROM artifacts WHERE sha256 = ?", (sha256,))
         return rows[0]["content"] if rows else None
+
+    def log_head(self, run_id: str) -> tuple[int, str]:
+        rows = self._read("SELECT log_count, log_head FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        return int(rows[0][0]), str(rows[0][1])
 
     # -- leases ---------------------------------------------------------------------
 

@@ -1,0 +1,59 @@
+"""Auditing a run: the hash chain is intact and the log agrees with the run row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fsm.run import FINAL_STATUSES
+from fsm.store.base import Event, Store, verify_chain
+
+
+@dataclass
+class AuditReport:
+    run_id: str
+    events: int
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def audit(store: Store, run_id: str) -> AuditReport:
+    """Check one run's log. The first problem names the first bad row."""
+    run = store.load_run(run_id)
+    events = store.events(run_id)
+    report = AuditReport(run_id, len(events))
+    broken = verify_chain(events)
+    if broken:
+        report.problems.append(broken)
+    count, head = store.log_head(run_id)
+    if count != len(events):
+        report.problems.append(
+            f"the run row records {count} events but the log has {len(events)} "
+            "(rows deleted or added)"
+        )
+    elif events and events[-1].hash != head:
+        report.problems.append(f"event seq {events[-1].seq}: not the head the run row records")
+    report.problems.extend(_consistency(run.state, run.status, run.used.steps,
+                                        run.used.cost_micros, events))
+    return report
+
+
+def _consistency(state: str, status: str, steps: int, cost: int, events: list[Event]) -> list[str]:
+    out = []
+    if events and events[-1].state_after != state:
+        out.append(f"the log ends in state {events[-1].state_after!r} but the run is in {state!r}")
+    policy_calls = sum(1 for e in events if e.kind in ("policy",))
+    recovered = sum(1 for e in events if e.kind == "recover")
+    if policy_calls != steps:
+        out.append(f"the log has {policy_calls} policy calls but the run counts {steps} steps"
+                   + (f" ({recovered} recovered)" if recovered else ""))
+    logged_cost = sum(e.cost_micros for e in events)
+    if logged_cost != cost:
+        out.append(f"the log's cost is {logged_cost} micros but the run counts {cost}")
+    if status in FINAL_STATUSES:
+        stops = [e for e in events if e.kind == "stop"]
+        if not stops or stops[-1].detail.get("status") != status:
+            out.append(f"the run is {status} but the log's last stop does not say so")
+    return out
