@@ -47,7 +47,8 @@ class Engine:
     # -- public API -------------------------------------------------------------------
 
     def start(self, goal: str, *, user: str = "", run_id: str | None = None,
-              budgets: Budgets | None = None, drive: bool = True) -> RunState:
+              budgets: Budgets | None = None, drive: bool = True,
+              meta: dict[str, Any] | None = None) -> RunState:
         """Create a run in the initial state with ``goal`` as the first message, and drive it."""
         now = self.clock()
         run = RunState(
@@ -57,7 +58,7 @@ class Engine:
         )
         b = StepBuilder(self, run, step=0)
         b.message({"role": "user", "content": goal})
-        b.event("start", state_after=run.state, detail={"user": user})
+        b.event("start", state_after=run.state, detail={"user": user, **(meta or {})})
         self._entered(b, None)
         run = self.store.create_run(run, b.commit(initial=True))
         return self.resume(run.run_id) if drive and run.status == "running" else run
