@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 import typer
@@ -14,8 +15,10 @@ app = typer.Typer(
     name="fsm", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     help="Run, inspect, approve and audit fsm workflow runs.",
 )
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+# Piped output (tests, logs, CI) gets wide tables instead of 80 folded columns.
+_WIDTH = None if sys.stdout.isatty() else 200
+console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
 
 

@@ -1,1 +1,166 @@
-"""Operator commands: run, resume, runs, approvals, approve, deny, show, history, audit, sweep."""
+"""Operator commands that drive runs: run, resume, approve, deny, sweep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from fsm.engine import Engine
+from fsm.registry import load_workflow
+from fsm.run import Budgets, RunState
+from fsm.store import SQLiteStore
+
+from .app import DB_HELP, JSON_HELP, app, console, print_json
+from .context import (
+    UsageError,
+    engine_for_run,
+    make_policy,
+    path_of,
+    spec_for_run,
+    store_for,
+)
+
+DbOpt = typer.Option(None, "--db", help=DB_HELP)
+JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
+
+
+def report(store: SQLiteStore, run: RunState, as_json: bool) -> None:
+    """Print the run id, the state path and the final status."""
+    path = path_of(store, run.run_id)
+    data: dict[str, Any] = {
+        "run_id": run.run_id, "workflow": run.workflow, "status": run.status,
+        "state": run.state, "path": path, "step": run.step, "reason": run.reason,
+        "answer": run.answer, "cost_micros": run.used.cost_micros, "tokens": run.used.tokens,
+    }
+    if run.pending is not None:
+        data["pending"] = run.pending.model_dump(mode="json")
+    if as_json:
+        print_json(data)
+        return
+    console.print(f"run      {run.run_id}", markup=False)
+    console.print(f"path     {' → '.join(path)}", markup=False)
+    line = f"status   {run.status}"
+    if run.reason:
+        line += f" ({run.reason})"
+    console.print(line, markup=False)
+    if run.status == "awaiting_approval" and run.pending is not None:
+        what = run.pending.tool or " / ".join(run.pending.events)
+        console.print(f"waiting  for a person: {what} {run.pending.args}", markup=False)
+
+
+@app.command("run")
+def run_cmd(
+    workflow: str = typer.Argument(..., help="registered workflow name or module:attr"),
+    goal: str = typer.Argument(..., help="the user's request, the run's first message"),
+    user: str = typer.Option("", "--user", help="the customer/user the run acts for"),
+    run_id: str | None = typer.Option(None, "--run-id", help="run id (default: random)"),
+    policy: str | None = typer.Option(None, "--policy", help="policy as module:attr"),
+    model: str | None = typer.Option(None, "--model", help="drive the run with this model"),
+    base_url: str | None = typer.Option(None, "--base-url",
+                                        help="OpenAI-compatible endpoint for --model"),
+    max_steps: int = typer.Option(50, "--max-steps", min=1, help="step budget"),
+    max_cost_micros: int | None = typer.Option(None, "--max-cost-micros", min=0,
+                                               help="cost budget in micro-units"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="token budget"),
+    max_seconds: float | None = typer.Option(None, "--max-seconds", min=0,
+                                             help="active-time budget in seconds"),
+    db: str | None = DbOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Start a run and drive it until it stops (awaiting_approval is a normal stop)."""
+    store = store_for(db)
+    spec = load_workflow(workflow)
+    fn, policy_name = make_policy(workflow, spec, policy, model, base_url)
+    if run_id is not None and not run_id.strip():
+        raise UsageError("--run-id must not be empty")
+    budgets = Budgets(max_steps=max_steps, max_cost_micros=max_cost_micros,
+                      max_tokens=max_tokens, max_active_seconds=max_seconds)
+    meta = {"workflow_ref": workflow, "policy": policy_name}
+    if base_url:
+        meta["base_url"] = base_url
+    engine = Engine(spec, store, fn)
+    run = engine.start(goal, user=user, run_id=run_id, budgets=budgets, meta=meta)
+    report(store, run, as_json)
+
+
+@app.command("resume")
+def resume_cmd(
+    run_id: str = typer.Argument(..., help="the run to continue"),
+    policy: str | None = typer.Option(None, "--policy", help="override the policy"),
+    model: str | None = typer.Option(None, "--model", help="override with this model"),
+    base_url: str | None = typer.Option(None, "--base-url", help="endpoint for --model"),
+    db: str | None = DbOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Continue a run from its last checkpoint."""
+    from fsm.errors import InvalidRunState
+
+    store = store_for(db)
+    run = store.load_run(run_id)
+    if run.status in ("done", "failed", "budget_exhausted", "handed_over"):
+        raise InvalidRunState(f"run {run_id!r} has finished ({run.status}); nothing to resume",
+                              run_id=run_id, state=run.state)
+    engine = engine_for_run(store, run_id, policy=policy, model=model, base_url=base_url)
+    run = engine.resume(run_id)
+    report(store, run, as_json)
+
+
+def _decide(run_id: str, approved: bool, reviewer: str, note: str, db: str | None,
+            as_json: bool) -> None:
+    store = store_for(db)
+    engine = engine_for_run(store, run_id)
+    run = engine.decide(run_id, approved, reviewer, note)
+    report(store, run, as_json)
+
+
+@app.command("approve")
+def approve_cmd(
+    run_id: str = typer.Argument(..., help="the paused run"),
+    reviewer: str = typer.Option(..., "--reviewer", help="who approves"),
+    note: str = typer.Option("", "--note", help="a note for the log"),
+    db: str | None = DbOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Approve what a paused run waits for, then continue it in this process."""
+    _decide(run_id, True, reviewer, note, db, as_json)
+
+
+@app.command("deny")
+def deny_cmd(
+    run_id: str = typer.Argument(..., help="the paused run"),
+    reviewer: str = typer.Option(..., "--reviewer", help="who denies"),
+    note: str = typer.Option(..., "--note", help="why; the model reads it"),
+    db: str | None = DbOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Deny what a paused run waits for, then continue it in this process."""
+    if not note.strip():
+        raise UsageError("--note must say why the request is denied")
+    _decide(run_id, False, reviewer, note, db, as_json)
+
+
+@app.command("sweep")
+def sweep_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
+    """Apply expired approvals (the workflow's expiry event, e.g. expired → handed_over)."""
+    store = store_for(db)
+    touched: list[dict[str, Any]] = []
+    engines: dict[str, Engine] = {}
+    now_due = [a for a in store.approvals(pending_only=True)]
+    for a in now_due:
+        run = store.load_run(a.run_id)
+        if run.workflow not in engines:
+            engines[run.workflow] = Engine(spec_for_run(store, run), store)
+        engine = engines[run.workflow]
+        if a.expires_at > engine.clock():
+            continue
+        for run_id in engine.sweep():
+            after = store.load_run(run_id)
+            touched.append({"run_id": run_id, "status": after.status, "state": after.state})
+    if as_json:
+        print_json(touched)
+        return
+    if not touched:
+        console.print("no expired approvals")
+    for t in touched:
+        console.print(f"expired  {t['run_id']} → {t['state']} ({t['status']})", markup=False)

@@ -1,0 +1,153 @@
+"""Read-only commands: runs, approvals, show, history, audit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+
+from fsm.audit import audit
+from fsm.errors import RunError
+from fsm.view import view_at
+
+from .app import DB_HELP, JSON_HELP, app, console, print_json, print_table
+from .context import amount_of, fmt_time, path_of, spec_for_run, store_for
+
+DbOpt = typer.Option(None, "--db", help=DB_HELP)
+JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
+STATUSES = ("running", "awaiting_approval", "done", "failed", "budget_exhausted",
+            "handed_over", "model_unavailable")
+
+
+@app.command("runs")
+def runs_cmd(
+    status: str | None = typer.Option(None, "--status", help=f"one of: {', '.join(STATUSES)}"),
+    db: str | None = DbOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """List runs."""
+    if status is not None and status not in STATUSES:
+        raise typer.BadParameter(f"unknown status {status!r} (allowed: {', '.join(STATUSES)})",
+                                 param_hint="--status")
+    store = store_for(db)
+    runs = store.list_runs(status)
+    rows = [{
+        "run_id": r.run_id, "workflow": r.workflow, "user": r.user, "status": r.status,
+        "state": r.state, "steps": r.used.steps, "cost_micros": r.used.cost_micros,
+        "updated": fmt_time(r.updated_at), "reason": r.reason,
+    } for r in runs]
+    if as_json:
+        print_json(rows)
+        return
+    cols = ["run_id", "workflow", "user", "status", "state", "steps", "cost_micros", "updated",
+            "reason"]
+    print_table(None, cols, [[row[c] for c in cols] for row in rows])
+
+
+@app.command("approvals")
+def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
+    """List pending approvals."""
+    store = store_for(db)
+    rows = []
+    for a in store.approvals(pending_only=True):
+        run = store.load_run(a.run_id)
+        what = a.tool or "/".join(run.pending.events if run.pending else [])
+        rows.append({
+            "run_id": a.run_id, "user": run.user, "state": run.state, "waits_for": what,
+            "arguments": a.args, "amount": amount_of(a.args),
+            "requested": fmt_time(a.requested_at), "expires": fmt_time(a.expires_at),
+        })
+    if as_json:
+        print_json(rows)
+        return
+    cols = ["run_id", "user", "state", "waits_for", "arguments", "amount", "requested", "expires"]
+    print_table(None, cols, [
+        [json.dumps(r[c], ensure_ascii=False) if c == "arguments" else r[c] for c in cols]
+        for r in rows
+    ])
+
+
+@app.command("show")
+def show_cmd(
+    run_id: str = typer.Argument(..., help="the run"),
+    step: int | None = typer.Option(None, "--step", min=1, help="step (default: the latest)"),
+    db: str | None = DbOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Print exactly what the model saw at a step: state, offered tools, transcript."""
+    store = store_for(db)
+    run = store.load_run(run_id)
+    spec = spec_for_run(store, run)
+    view = view_at(spec, store, run_id, step)
+    if view is None:
+        what = f"step {step}" if step is not None else "any step"
+        raise RunError(f"run {run_id!r} has no view recorded for {what} "
+                       f"(recorded steps: 1..{run.step})", run_id=run_id)
+    if as_json:
+        print_json(view.model_dump(mode="json"))
+        return
+    console.print(f"run {run_id}  step {view.step}  state {view.state}", markup=False)
+    console.print(f"tools: {', '.join(view.tool_names()) or 'none'}", markup=False)
+    if view.events:
+        console.print(f"events: {', '.join(view.events)}", markup=False)
+    if view.instructions:
+        console.print(f"instructions: {view.instructions}", markup=False)
+    console.print("transcript:")
+    for i, msg in enumerate(view.messages):
+        console.print(f"  [{i}] {_line(msg)}", markup=False)
+
+
+def _line(msg: dict[str, Any]) -> str:
+    role = msg.get("role", "?")
+    rest = {k: v for k, v in msg.items() if k != "role"}
+    return f"{role:9} {json.dumps(rest, ensure_ascii=False, sort_keys=True)}"
+
+
+@app.command("history")
+def history_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None = DbOpt,
+                as_json: bool = JsonOpt) -> None:
+    """Print the event log of a run."""
+    store = store_for(db)
+    events = store.events(run_id)
+    if as_json:
+        print_json([e.model_dump(mode="json") for e in events])
+        return
+    rows = []
+    for e in events:
+        move = e.state_before or ""
+        if e.state_after and e.state_after != e.state_before:
+            move = f"{e.state_before or ''} → {e.state_after}"
+        subject = e.tool or ""
+        if e.event:
+            subject = f"{subject} {e.event}".strip()
+        if e.kind == "stop":
+            subject = str(e.detail.get("status", ""))
+        if e.kind == "decision":
+            subject = f"{subject} {e.detail.get('decision', '')}".strip()
+        cost = f"{e.cost_micros}µ/{e.tokens}t" if (e.cost_micros or e.tokens) else ""
+        rows.append([e.step, fmt_time(e.time), e.kind, move, subject, e.reason or "", cost,
+                     e.reviewer or ""])
+    print_table(f"history of {run_id}: {' → '.join(path_of(store, run_id))}",
+                ["step", "time", "kind", "state", "tool/event", "reason", "cost", "reviewer"],
+                rows)
+
+
+@app.command("audit")
+def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None = DbOpt,
+              as_json: bool = JsonOpt) -> None:
+    """Verify a run's hash chain and its log against the run row; exit 1 if altered."""
+    store = store_for(db)
+    report = audit(store, run_id)
+    if as_json:
+        print_json({"run_id": run_id, "ok": report.ok, "events": report.events,
+                    "problems": report.problems})
+    elif report.ok:
+        console.print(f"audit ok: {run_id}: {report.events} events, hash chain intact, "
+                      "log consistent with the run", markup=False)
+    else:
+        console.print(f"audit FAILED: {run_id}: {report.problems[0]}", markup=False)
+        for p in report.problems[1:]:
+            console.print(f"  also: {p}", markup=False)
+    if not report.ok:
+        raise typer.Exit(1)
