@@ -22,6 +22,7 @@ DEMO_ORDERS = {
     "A-1002": ("ravi", "headphones-1", "noise-cancelling headphones", 180_000, 10),
     "A-1003": ("meera", "shoes-1", "running shoes", 90_000, 60),
     "A-1004": ("asha", "lamp-1", "desk lamp", 42_000, 3),
+    "A-1005": ("dev", "toaster-1", "toaster", 42_000, 2),
 }
 
 _SCHEMA = """
