@@ -6,14 +6,17 @@ becomes an observation for the model and an event in the log.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from fsm.errors import DefinitionChanged, InvalidRunState
 from fsm.faults import fault
-from fsm.gate import Call, Fire, Finish, Gate, Pause, Refuse
+from fsm.gate import Call, Finish, Fire, Gate, Pause, Refuse
 from fsm.policy import Action, PolicyFn, PolicyUnavailable, Usage, as_action
 from fsm.run import FINAL_STATUSES, Budgets, Pending, RunState, fingerprint
 from fsm.spec import ADVANCE, WorkflowSpec
@@ -156,10 +159,7 @@ class Engine:
             b.spend(Usage(calls=0), policy_call=True)
             b.stop("failed", f"policy raised {type(exc).__name__}: {exc}")
             return None
-        try:
-            action = as_action(raw)
-        except Exception as exc:
-            action = Action(problem=f"unusable policy output: {exc}")
+        action = usable(raw)
         b.spend(action.usage, policy_call=True)
         return action
 
@@ -323,6 +323,24 @@ class Engine:
 
     def _lease(self, run_id: str) -> _Lease:
         return _Lease(self, run_id)
+
+
+def usable(raw: Any) -> Action:
+    """The policy's output as an action; anything unusable becomes a ``problem`` the
+    model reads. Arguments must be plain JSON: they go into the transcript as they are."""
+    try:
+        action = as_action(raw)
+    except ValidationError as exc:
+        parts = [f"{'.'.join(map(str, e['loc'])) or 'action'}: {e['msg']}" for e in exc.errors()]
+        return Action(problem=f"unusable policy output: {'; '.join(parts)}")
+    except Exception as exc:
+        return Action(problem=f"unusable policy output: {type(exc).__name__}: {exc}")
+    try:
+        json.dumps([action.args, action.final, action.text], allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return Action(tool=action.tool, usage=action.usage,
+                      problem=f"unusable policy output: arguments are not plain JSON ({exc})")
+    return action
 
 
 class _Lease:
