@@ -70,6 +70,8 @@ class Gate:
         self.spec = spec
         self.max_repeats = max_repeats
         self.plain_errors = plain_errors
+        #: A workflow without events (such as an Agent's) has no ``advance`` tool at all.
+        self.has_events = any(spec.transitions.values())
 
     def check(self, run: RunState, action: Action) -> Decision:
         if action.problem is not None:
@@ -83,7 +85,7 @@ class Gate:
                 f"{_listing(self.spec.model_events(run.state))})"
             )
         assert action.tool is not None
-        if action.tool == ADVANCE and self.spec.model_events(run.state) is not None:
+        if action.tool == ADVANCE and self.has_events:
             return self._event(run, action.args)
         return self._tool(run, action.tool, action.args)
 
