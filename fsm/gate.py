@@ -100,6 +100,9 @@ class Gate:
         if event in self.spec.human_events:
             return Refuse(f"event {event!r} can only be fired by a person, not by the model "
                           f"(allowed: {_listing(allowed)})", tool=ADVANCE, event=event)
+        if event in self.spec.tool_events:
+            return Refuse(f"event {event!r} is fired by the tool that reports it, not by the "
+                          f"model (allowed: {_listing(allowed)})", tool=ADVANCE, event=event)
         if event not in self.spec.machine.triggers(state):
             return Refuse(f"event {event!r} is not allowed in state {state!r} "
                           f"(allowed: {_listing(allowed)})", tool=ADVANCE, event=event)

@@ -117,9 +117,17 @@ class WorkflowSpec(BaseModel):
     def events_from(self, state: str) -> dict[str, str]:
         return self.transitions.get(state, {})
 
+    @cached_property
+    def tool_events(self) -> frozenset[str]:
+        """Events only tools fire, from their results (e.g. ``refund_ok``)."""
+        return frozenset(e for t in self.tools.values() for e in t.emits_events)
+
     def model_events(self, state: str) -> list[str]:
-        """Events the model may fire from ``state`` (human-only ones left out)."""
-        return [e for e in self.events_from(state) if e not in self.human_events]
+        """Events the model may fire from ``state`` (human-only and tool events left out)."""
+        return [
+            e for e in self.events_from(state)
+            if e not in self.human_events and e not in self.tool_events
+        ]
 
     def waits_for_person(self, state: str) -> bool:
         """True when every way out of ``state`` is a human-only event."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import time
 from typing import Any
 
 from fsm.engine import Engine
@@ -17,6 +19,11 @@ from .app import db_path
 
 class UsageError(FSMError):
     """A command-line argument that cannot be used."""
+
+
+def clock() -> float:
+    """Wall-clock time, shifted by ``FSM_CLOCK_OFFSET`` seconds (to rehearse expiries)."""
+    return time.time() + float(os.environ.get("FSM_CLOCK_OFFSET") or 0)
 
 
 def store_for(db: str | None) -> SQLiteStore:
@@ -81,7 +88,7 @@ def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None
         fn, _ = make_policy(ref, spec, policy, model, base_url)
     except NotFound as exc:
         raise UsageError(str(exc)) from None
-    return Engine(spec, store, fn)
+    return Engine(spec, store, fn, clock=clock)
 
 
 def path_of(store: SQLiteStore, run_id: str) -> list[str]:

@@ -14,6 +14,7 @@ from fsm.store import SQLiteStore
 from .app import DB_HELP, JSON_HELP, app, console, print_json
 from .context import (
     UsageError,
+    clock,
     engine_for_run,
     make_policy,
     path_of,
@@ -79,7 +80,7 @@ def run_cmd(
     meta = {"workflow_ref": workflow, "policy": policy_name}
     if base_url:
         meta["base_url"] = base_url
-    engine = Engine(spec, store, fn)
+    engine = Engine(spec, store, fn, clock=clock)
     run = engine.start(goal, user=user, run_id=run_id, budgets=budgets, meta=meta)
     report(store, run, as_json)
 
@@ -145,15 +146,12 @@ def sweep_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     """Apply expired approvals (the workflow's expiry event, e.g. expired → handed_over)."""
     store = store_for(db)
     touched: list[dict[str, Any]] = []
-    engines: dict[str, Engine] = {}
-    now_due = [a for a in store.approvals(pending_only=True)]
-    for a in now_due:
+    by_workflow: dict[str, RunState] = {}
+    for a in store.approvals(pending_only=True):
         run = store.load_run(a.run_id)
-        if run.workflow not in engines:
-            engines[run.workflow] = Engine(spec_for_run(store, run), store)
-        engine = engines[run.workflow]
-        if a.expires_at > engine.clock():
-            continue
+        by_workflow.setdefault(run.workflow, run)
+    for run in by_workflow.values():
+        engine = Engine(spec_for_run(store, run), store, clock=clock)
         for run_id in engine.sweep():
             after = store.load_run(run_id)
             touched.append({"run_id": run_id, "status": after.status, "state": after.state})
