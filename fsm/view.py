@@ -65,7 +65,9 @@ def compacted(messages: list[dict[str, Any]], compaction: dict[str, Any] | None)
 def render(spec: WorkflowSpec, run_id: str, record: ViewRecord,
            messages: list[dict[str, Any]]) -> View:
     """The exact view of ``record`` given the transcript's first messages."""
-    return View(
+    # Built without re-validating every message: the transcript is ours, and checking it
+    # again each step would make a step cost grow with the length of the run.
+    return View.model_construct(
         run_id=run_id, workflow=spec.name, step=record.step, state=record.state,
         messages=compacted(messages[: record.message_count], record.compaction),
         tools=tool_schemas(spec, record.tools, record.events), events=record.events,
