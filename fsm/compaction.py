@@ -1,0 +1,253 @@
+"""Context compaction: a shorter view for the model, the full record kept.
+
+``Engine(spec, store, policy, compactor=Compactor())`` calls
+:meth:`Compactor.maybe_compact` at the start of every step. When the view's
+transcript is larger than the threshold, older turns ``messages[1:upto]`` are
+replaced *in the view* by one summary message; the goal (message 0) and the most
+recent turns stay. Nothing is deleted: the transcript keeps every message, the
+compaction is logged as a ``compaction`` event, and each step's view record stores
+the compaction in force, so ``view_at(spec, store, run_id, step)`` rebuilds exactly
+what the model saw.
+
+The threshold, in characters of canonical JSON, is the constructor's
+``threshold_chars``, else the workflow's ``settings["compaction_threshold_chars"]``,
+else :data:`DEFAULT_THRESHOLD_CHARS`.
+
+The default summariser is deterministic (no model call): the run's facts (order,
+policy, decision...), the workflow path so far, what people said (approvals), and
+the tools called with their latest results. :class:`ModelSummariser` asks the model
+instead; its usage counts against the run's budgets, and the facts are appended to
+its summary verbatim so they survive any paraphrase.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from fsm.policy import PolicyUnavailable, Usage
+from fsm.run import canonical
+from fsm.view import compacted
+
+if TYPE_CHECKING:
+    from fsm.adapters.openai import OpenAIPolicy
+    from fsm.engine import Engine
+    from fsm.step import StepBuilder
+
+SETTING = "compaction_threshold_chars"
+DEFAULT_THRESHOLD_CHARS = 48_000
+_EXCERPT = 300
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """The older turns a summariser replaces, with the run's context."""
+
+    workflow: str
+    state: str
+    #: The transcript messages replaced, ``messages[start:end]``.
+    messages: list[dict[str, Any]]
+    start: int
+    end: int
+    #: The run's facts (what the workflow's guards and tools rely on).
+    facts: dict[str, Any]
+    #: ``(event, state after)`` for every transition so far.
+    path: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Summary:
+    text: str
+    usage: Usage = field(default_factory=lambda: Usage(calls=0))
+    #: Which summariser wrote it.
+    by: str = "deterministic"
+
+
+Summariser = Callable[[Chunk], Summary]
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
+def view_chars(messages: Sequence[Mapping[str, Any]]) -> int:
+    """Estimated size of a view's transcript: characters of canonical JSON."""
+    return sum(len(canonical(m)) for m in messages)
+
+
+class Compactor:
+    """Replaces older turns of the view by a summary once it grows past a threshold.
+
+    ``keep_chars`` (default: half the threshold) is how much recent transcript stays
+    verbatim, never fewer than ``min_keep`` messages. ``facts`` limits the run facts
+    quoted in the summary (default: all of them).
+    """
+
+    def __init__(self, threshold_chars: int | None = None, *, keep_chars: int | None = None,
+                 min_keep: int = 4, summariser: Summariser | None = None,
+                 facts: Sequence[str] | None = None, max_chars: int = 4000) -> None:
+        self.threshold_chars = threshold_chars
+        self.keep_chars = keep_chars
+        self.min_keep = max(min_keep, 1)
+        self.facts = list(facts) if facts is not None else None
+        self.max_chars = max_chars
+        self.summariser = summariser
+
+    def threshold(self, settings: Mapping[str, Any]) -> int:
+        if self.threshold_chars is not None:
+            return self.threshold_chars
+        return int(settings.get(SETTING, DEFAULT_THRESHOLD_CHARS))
+
+    def maybe_compact(self, engine: Engine, builder: StepBuilder,
+                      messages: list[dict[str, Any]]) -> None:
+        """Compact the view of ``builder``'s run if it is too large; log it if so."""
+        run = builder.run
+        limit = self.threshold(engine.spec.settings)
+        before = view_chars(compacted(messages, run.compaction))
+        if before <= limit:
+            return
+        upto = self.cut(messages, self.keep_chars or limit // 2)
+        previous = int(run.compaction["upto"]) if run.compaction else 1
+        if upto <= max(previous, 1):
+            return  # nothing new to fold in: the recent turns alone are that large
+        chunk = Chunk(
+            workflow=engine.spec.name, state=run.state, messages=messages[1:upto], start=1,
+            end=upto, facts=self._facts(run.facts), path=_path(engine, run.run_id),
+        )
+        summary, fallback = self._summarise(chunk)
+        builder.spend(summary.usage, policy_call=False)
+        compaction = {"upto": upto, "summary": summary.text}
+        builder.set(compaction=compaction)
+        detail: dict[str, Any] = {
+            "upto": upto, "previous_upto": previous if run.compaction else None,
+            "chars_before": before, "chars_after": view_chars(compacted(messages, compaction)),
+            "threshold_chars": limit, "messages": len(messages), "by": summary.by,
+            "calls": summary.usage.calls, "summary": summary.text,
+        }
+        if fallback:
+            detail["fallback"] = fallback
+        builder.event("compaction", cost_micros=summary.usage.cost_micros,
+                      tokens=summary.usage.input_tokens + summary.usage.output_tokens,
+                      detail=detail)
+
+    def cut(self, messages: Sequence[Mapping[str, Any]], keep_chars: int) -> int:
+        """Index of the first message kept verbatim; tool results stay with their call."""
+        start = len(messages)
+        kept = 0
+        while start > 1:
+            size = len(canonical(messages[start - 1]))
+            if len(messages) - start >= self.min_keep and kept + size > keep_chars:
+                break
+            kept += size
+            start -= 1
+        while 1 < start < len(messages) and messages[start].get("role") == "tool":
+            start -= 1
+        return start
+
+    def _facts(self, facts: Mapping[str, Any]) -> dict[str, Any]:
+        keys = self.facts if self.facts is not None else sorted(facts)
+        return {k: facts[k] for k in keys if k in facts}
+
+    def _summarise(self, chunk: Chunk) -> tuple[Summary, str | None]:
+        if self.summariser is None:
+            return summarise(chunk, max_chars=self.max_chars), None
+        try:
+            return self.summariser(chunk), None
+        except PolicyUnavailable as exc:
+            plain = summarise(chunk, max_chars=self.max_chars)
+            return Summary(plain.text, exc.usage, by="deterministic"), f"summariser: {exc}"
+
+
+def _path(engine: Engine, run_id: str) -> list[tuple[str, str]]:
+    return [(e.event or "", e.state_after or "") for e in engine.store.events(run_id)
+            if e.kind == "transition"]
+
+
+# -- the deterministic summariser ---------------------------------------------------------
+
+def summarise(chunk: Chunk, *, max_chars: int = 4000) -> Summary:
+    """A summary built from the chunk alone, without a model call."""
+    head = [f"Summary of transcript messages {chunk.start}–{chunk.end - 1}, shortened in "
+            "this view (the full record is kept). The current state is "
+            f"{chunk.state!r}."]
+    head += facts_section(chunk)
+    if chunk.path:
+        head.append("Workflow path so far: "
+                    + "; ".join(f"{e} → {s}" for e, s in chunk.path) + ".")
+    people = [m for m in chunk.messages
+              if m.get("role") == "user" and not m.get("runtime") and "summary_of" not in m]
+    if people:
+        head.append("Said by people:")
+        head += [f"- {_excerpt(m.get('content'))}" for m in people]
+    head.append(_calls_line(chunk.messages))
+    results = _result_lines(chunk.messages)
+
+    def text() -> str:
+        return "\n".join(head + (["Latest results:"] + results if results else []))
+
+    while results and len(text()) > max_chars:  # drop the oldest results first
+        results = results[1:]
+    return Summary(text()[:max_chars])
+
+
+def facts_section(chunk: Chunk) -> list[str]:
+    if not chunk.facts:
+        return ["Run facts: none recorded yet."]
+    return ["Run facts (authoritative):"] + [f"- {k}: {dumps(v)}" for k, v in chunk.facts.items()]
+
+
+def _calls_line(messages: Sequence[Mapping[str, Any]]) -> str:
+    calls = Counter(str(m["tool"]) for m in messages
+                    if m.get("role") == "assistant" and m.get("tool"))
+    errors = sum(1 for m in messages if m.get("role") == "tool" and "error" in m)
+    refused = sum(1 for m in messages if m.get("runtime"))
+    listing = ", ".join(f"{name} ×{n}" for name, n in sorted(calls.items())) or "none"
+    return f"Tool calls: {listing}; errors or refusals: {errors + refused}."
+
+
+def _result_lines(messages: Sequence[Mapping[str, Any]], last: int = 4) -> list[str]:
+    lines = []
+    for m in messages:
+        if m.get("role") != "tool":
+            continue
+        outcome = f"error: {m['error']}" if "error" in m else dumps(m.get("result"))
+        lines.append(f"- {m.get('tool')} → {_excerpt(outcome)}")
+    return lines[-last:]
+
+
+def _excerpt(value: Any) -> str:
+    text = value if isinstance(value, str) else dumps(value)
+    return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
+
+
+# -- the model-backed summariser ----------------------------------------------------------
+
+SUMMARY_PROMPT = (
+    "You summarise the older part of a tool-using agent's transcript so the agent can "
+    "continue without it. Keep ids, amounts, decisions, errors and what people said. "
+    "Plain text, at most {max_chars} characters."
+)
+
+
+class ModelSummariser:
+    """Asks the policy's model for the summary; the run facts are appended verbatim."""
+
+    def __init__(self, policy: OpenAIPolicy, *, max_chars: int = 2000) -> None:
+        self.policy = policy
+        self.max_chars = max_chars
+
+    def __call__(self, chunk: Chunk) -> Summary:
+        body = {"model": self.policy.model, "messages": [
+            {"role": "system", "content": SUMMARY_PROMPT.format(max_chars=self.max_chars)},
+            {"role": "user", "content": dumps(chunk.messages)},
+        ]}
+        response, usage = self.policy.complete(body)
+        choices = response.get("choices") or [{}]
+        text = str(((choices[0] or {}).get("message") or {}).get("content") or "").strip()
+        parts = [f"Summary of transcript messages {chunk.start}–{chunk.end - 1} (by the "
+                 f"model; the full record is kept):", text[: self.max_chars] or "(empty)"]
+        parts += facts_section(chunk)
+        return Summary("\n".join(parts), usage, by="model")
