@@ -102,6 +102,8 @@ def _decision_ok(facts: Any, payload: dict[str, Any], *, large: bool) -> bool:
     policy = facts.get("policy") or {}
     order = facts.get("order") or {}
     amount = payload.get("amount_paise", 0)
+    if policy.get("order_id") != order.get("order_id"):
+        return False
     if payload.get("item_id") != order.get("item_id") or not policy.get("eligible"):
         return False
     if amount > policy.get("refundable_paise", 0):
@@ -172,7 +174,7 @@ def _tools(shop: ShopSource) -> list[ToolSpec]:
                  remember=_remember_order),
         ToolSpec("get_policy", get_policy, "Refund policy for an order: eligibility, window, "
                  "refundable amount in paise.", OrderArgs,
-                 remember=lambda a, r, f: {"policy": r}),
+                 remember=_remember_policy),
         ToolSpec("refund_item", refund_item, "Refund one item through the payment gateway.",
                  RefundArgs, write=True, retry_safe=True, check=_matches_decision,
                  emits=lambda r: "refund_ok" if r.get("status") == "ok" else "refund_failed",
@@ -186,6 +188,14 @@ def _remember_order(args: OrderArgs, result: dict[str, Any], facts: Any) -> dict
     if "order" in facts and facts["order"].get("order_id") != args.order_id:
         return {}  # the first order fetched is the one the run is about
     return {"order": result}
+
+
+def _remember_policy(args: OrderArgs, result: dict[str, Any], facts: Any) -> dict[str, Any]:
+    # Only the policy of the run's order counts: another order's refundable amount must
+    # not become the limit for this one.
+    if (facts.get("order") or {}).get("order_id") != args.order_id:
+        return {}
+    return {"policy": result}
 
 
 def _matches_decision(args: RefundArgs, facts: Any) -> str | None:
