@@ -332,7 +332,10 @@ def usable(raw: Any) -> Action:
         action = as_action(raw)
     except ValidationError as exc:
         parts = [f"{'.'.join(map(str, e['loc'])) or 'action'}: {e['msg']}" for e in exc.errors()]
-        return Action(problem=f"unusable policy output: {'; '.join(parts)}")
+        # Address the error to the tool the model meant, when it named one.
+        tool = raw.get("tool") if isinstance(raw, dict) else None
+        return Action(tool=tool if isinstance(tool, str) else None,
+                      problem=f"unusable policy output: {'; '.join(parts)}")
     except Exception as exc:
         return Action(problem=f"unusable policy output: {type(exc).__name__}: {exc}")
     try:
