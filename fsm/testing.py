@@ -17,14 +17,16 @@ property-based tests: whatever they say, the tables must hold.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from fsm.errors import FSMError
 from fsm.policy import Action, View
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.base import Store
+from fsm.tools import ToolContext, ToolSpec
 
 __all__ = [
     "JUNK_OUTPUTS",
@@ -32,6 +34,8 @@ __all__ = [
     "RandomPolicy",
     "ScriptExhausted",
     "ScriptedPolicy",
+    "ToolCall",
+    "ToolSpy",
     "state_path",
 ]
 
@@ -42,6 +46,44 @@ def state_path(store: Store, run_id: str) -> list[str]:
     path = [events[0].state_after or ""] if events else []
     path += [e.state_after or "" for e in events if e.kind == "transition"]
     return path
+
+
+class ToolCall(NamedTuple):
+    """One execution of a tool, as a :class:`ToolSpy` saw it."""
+
+    tool: str
+    run_id: str
+    step: int
+    #: The run's committed workflow state when the tool ran.
+    state: str
+    args: dict[str, Any]
+    key: str | None
+
+
+class ToolSpy:
+    """Wraps every tool of ``spec`` to record each execution with the run's state.
+
+    Run the engine on ``spy.spec``; ``spy.calls`` then lists what really ran, which
+    tests compare with ``TOOLS_BY_STATE`` independently of the event log.
+    """
+
+    def __init__(self, spec: WorkflowSpec, store: Store) -> None:
+        self.store = store
+        self.calls: list[ToolCall] = []
+        tools = {name: self._wrap(t) for name, t in spec.tools.items()}
+        self.spec: WorkflowSpec = spec.model_copy(update={"tools": tools})
+
+    def _wrap(self, tool: ToolSpec) -> ToolSpec:
+        def spied(args: Any, ctx: ToolContext) -> Any:
+            state = self.store.load_run(ctx.run_id).state
+            self.calls.append(ToolCall(tool.name, ctx.run_id, ctx.step, state,
+                                       args.model_dump(mode="json"), ctx.key))
+            return tool.fn(args, ctx)
+
+        return dataclasses.replace(tool, fn=spied)
+
+    def names(self) -> list[str]:
+        return [c.tool for c in self.calls]
 
 
 class ScriptExhausted(FSMError, AssertionError):
