@@ -97,6 +97,12 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN lease_owner TEXT;
     ALTER TABLE runs ADD COLUMN lease_at REAL;
     ALTER TABLE runs ADD COLUMN log_count INTEGER NOT NULL DEFAULT 0;
-    ALTER TABLE runs ADD COLUMN log_head TEXT NOT NULL DEFAULT '0000000000000000000000000000000000000000000000000000000000000000'
+    ALTER TABLE runs ADD COLUMN log_head TEXT NOT NULL
+        DEFAULT '0000000000000000000000000000000000000000000000000000000000000000';
+    UPDATE runs SET
+        log_count = (SELECT COUNT(*) FROM events WHERE events.run_id = runs.run_id),
+        log_head = COALESCE(
+            (SELECT hash FROM events WHERE events.run_id = runs.run_id ORDER BY seq DESC LIMIT 1),
+            log_head)
     """,
 ]

@@ -49,7 +49,8 @@ def _dumps(value: Any) -> str:
 class SQLiteStore(Store):
     """A durable store in one SQLite file."""
 
-    def __init__(self, path: str, *, synchronous: str = "FULL", busy_timeout_ms: int = 10_000) -> None:
+    def __init__(self, path: str, *, synchronous: str = "FULL",
+                 busy_timeout_ms: int = 10_000) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = path
@@ -75,6 +76,9 @@ class SQLiteStore(Store):
                 raise StoreError(f"database {self.path!r}: {exc}") from None
             try:
                 yield self._db
+            except sqlite3.Error as exc:
+                self._db.execute("ROLLBACK")
+                raise StoreError(f"database {self.path!r}: {exc}") from None
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -95,6 +99,11 @@ class SQLiteStore(Store):
 
     def _migrate(self) -> None:
         current = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if current > len(MIGRATIONS):
+            raise StoreError(
+                f"database {self.path!r} has schema version {current}, newer than this fsm "
+                f"understands ({len(MIGRATIONS)}); upgrade fsm to open it"
+            )
         for version, script in enumerate(MIGRATIONS, start=1):
             if version <= current:
                 continue
@@ -162,7 +171,8 @@ class SQLiteStore(Store):
         new = c.run.model_copy(update={"version": c.expected_version + 1})
         snapshot = new.model_dump(mode="json", exclude={"version"})
         db.execute(
-            "UPDATE runs SET status = ?, version = ?, snapshot = ?, updated_at = ? WHERE run_id = ?",
+            "UPDATE runs SET status = ?, version = ?, snapshot = ?, updated_at = ? "
+            "WHERE run_id = ?",
             (new.status, new.version, _dumps(snapshot), new.updated_at, run_id),
         )
         if c.messages:
