@@ -190,7 +190,7 @@ class OpenAIPolicy:
     def _describe(self, exc: Exception) -> _Failure | None:
         if isinstance(exc, openai.APIStatusError):
             status = exc.status_code
-            text = f"HTTP {status}: {exc.message}"
+            text = f"HTTP {status}: {_server_message(exc)}"
             if status in (401, 403):
                 text += " (check OPENAI_API_KEY)"
             elif status == 404:
@@ -222,6 +222,13 @@ class OpenAIPolicy:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and value > 0 else 0
+
+
+def _server_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
+        return body["message"]
+    return exc.message
 
 
 def _retry_after(headers: Any) -> float | None:
