@@ -1,3 +1,30 @@
-"""The refund workflow's invariants, proved by ``fsm verify refund``."""
+"""The refund workflow's invariants, proved by ``fsm verify refund``.
 
-INVARIANTS: tuple = ()
+Together they say: money moves only in ``refunding``, which is reached only after
+``get_policy`` verified the order, and above the approval limit only after a
+person approved; only people approve, decline or let a request expire; only the
+payment tool reports a refund's outcome, at most once; every run can end.
+"""
+
+from fsm.verify import (
+    AlwaysReaches,
+    AtMostOnce,
+    FiredOnlyByTools,
+    HumanOnly,
+    Invariant,
+    NoReentryAfter,
+    OnlyThrough,
+    ToolOnlyAfter,
+    ToolOnlyIn,
+)
+
+INVARIANTS: tuple[Invariant, ...] = (
+    ToolOnlyIn("refund_item", "refunding"),
+    OnlyThrough("refunding", "verified"),
+    ToolOnlyAfter("refund_item", "approved", when="amount_above_limit"),
+    HumanOnly("approved", "declined", "expired"),
+    AlwaysReaches("done", "handed_over"),
+    AtMostOnce("refund_ok"),
+    NoReentryAfter("refunding", "refund_ok"),
+    FiredOnlyByTools("refund_ok", "refund_failed", "sent"),
+)
