@@ -1,1 +1,100 @@
 """Auditor commands: diagram and verify."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from fsm.diagram import Overlay, extract, overlay
+from fsm.diagram_files import write_atomic
+from fsm.diagram_render import FORMATS, format_for, render
+from fsm.registry import load_workflow
+from fsm.spec import WorkflowSpec
+from fsm.verify import verify
+
+from .app import DB_HELP, app, console
+from .context import UsageError, store_for
+
+WORKFLOW_HELP = "registered workflow name or module:attr"
+
+
+def _overlay(spec: WorkflowSpec, run_id: str, db: str | None) -> Overlay:
+    store = store_for(db)
+    try:
+        run = store.load_run(run_id)
+        if run.workflow != spec.name:
+            raise UsageError(f"run {run_id!r} belongs to workflow {run.workflow!r}, "
+                             f"not {spec.name!r}")
+        if run.definition_hash != spec.definition_hash:
+            raise UsageError(
+                f"run {run_id!r} ran under definition {run.definition_hash} of workflow "
+                f"{spec.name!r}, but the current definition is {spec.definition_hash}; "
+                "draw it with the definition it ran under"
+            )
+        return overlay(run_id, store.events(run_id))
+    finally:
+        store.close()
+
+
+def _emit(output: str | None, data: bytes, what: str) -> None:
+    if output is None:
+        sys.stdout.write(data.decode())
+        sys.stdout.flush()
+        return
+    write_atomic(Path(output), data)
+    console.print(f"wrote {output} ({what})", markup=False)
+
+
+@app.command("diagram")
+def diagram_cmd(
+    workflow: str = typer.Argument(..., help=WORKFLOW_HELP),
+    output: str | None = typer.Option(
+        None, "-o", "--output", help="write to this file; its suffix picks the format "
+        "(.dot .svg .png .mmd .md)"),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f", help=f"one of {', '.join(FORMATS)} "
+        "(default: the suffix of -o, else mermaid)"),
+    run: str | None = typer.Option(
+        None, "--run", help="draw this run on it: the path taken with step numbers, "
+        "refused attempts, the current state"),
+    db: str | None = typer.Option(None, "--db", help=DB_HELP + "; used with --run"),
+) -> None:
+    """Draw a workflow: states with their tools, who may fire each event, guards, a legend.
+
+    SVG and PNG need Graphviz's dot program; DOT, Mermaid and Markdown need nothing.
+    """
+    spec = load_workflow(workflow)
+    chosen = format_for(output, fmt)
+    if output is None and chosen == "png":
+        raise UsageError("PNG is binary: give -o FILE.png")
+    if db is not None and run is None:
+        raise UsageError("--db is only used with --run RUN_ID")
+    drawn = _overlay(spec, run, db) if run is not None else None
+    data = render(extract(spec, drawn), chosen)
+    _emit(output, data, chosen)
+
+
+@app.command("verify")
+def verify_cmd(
+    workflow: str = typer.Argument(..., help=WORKFLOW_HELP),
+    fmt: str | None = typer.Option(
+        None, "--format", "-f", help="text or md (default: md for an -o ending in .md, "
+        "else text)"),
+    output: str | None = typer.Option(None, "-o", "--output", help="write the report here"),
+) -> None:
+    """Prove the workflow's invariants over every path, or print shortest counterexamples.
+
+    Exits with status 1 if any invariant is violated.
+    """
+    spec = load_workflow(workflow)
+    if fmt is None:
+        fmt = "md" if output is not None and output.lower().endswith(".md") else "text"
+    if fmt not in ("text", "md"):
+        raise UsageError(f"unknown report format {fmt!r} (allowed: text, md)")
+    report = verify(spec)
+    text = report.markdown() if fmt == "md" else report.text()
+    _emit(output, text.encode(), report.summary)
+    if not report.ok:
+        raise typer.Exit(1)
