@@ -1,0 +1,206 @@
+"""Tampering with a run's log in the SQLite file is caught by ``audit()`` and ``fsm audit``.
+
+Each case edits the database behind fsm's back the way a person with the file
+could: change, delete, reorder or insert event rows, re-hash to cover their
+tracks, or move the head kept in the run row. The audit names the first bad row.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from crashkit import fork_fsm, run_fsm
+
+from fsm import Event, SQLiteStore
+from fsm.audit import audit
+from fsm.store.sqlite import _EVENT_COLS
+from workflows.refund import Shop, build, clerk
+
+RUN = "r"
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    """A finished small refund, its log intact."""
+    path = str(tmp_path / "runs.db")
+    store = SQLiteStore(path)
+    from fsm import Engine
+
+    run = Engine(build(Shop(path).seed_demo()), store, clerk).start(
+        "Order A-1001: the kettle arrived broken, please refund it", user="asha", run_id=RUN)
+    assert run.status == "done" and audit(store, RUN).ok
+    assert len(store.events(RUN)) > 12
+    store.close()
+    return path
+
+
+def _events(con: sqlite3.Connection) -> list[Event]:
+    con.row_factory = sqlite3.Row
+    rows = con.execute(f"SELECT {', '.join(_EVENT_COLS)} FROM events WHERE run_id = ? "
+                       "ORDER BY seq", (RUN,)).fetchall()
+    con.row_factory = None
+    return [Event.model_validate({**dict(r), "detail": json.loads(r["detail"])}) for r in rows]
+
+
+def _insert(con: sqlite3.Connection, ev: Event) -> None:
+    d = ev.model_dump(mode="json")
+    d["detail"] = json.dumps(d["detail"])
+    con.execute(f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
+                f"VALUES ({', '.join('?' * len(_EVENT_COLS))})", [d[c] for c in _EVENT_COLS])
+
+
+def _rehash_from(con: sqlite3.Connection, events: list[Event], start: int) -> str:
+    """Recompute prev_hash and hash of every row from ``start`` on; the new last hash."""
+    prev = events[start - 1].hash
+    for ev in events[start:]:
+        ev.prev_hash = prev
+        ev.hash = ev.compute_hash()
+        con.execute("UPDATE events SET prev_hash = ?, hash = ? WHERE run_id = ? AND seq = ?",
+                    (ev.prev_hash, ev.hash, RUN, ev.seq))
+        prev = ev.hash
+    return prev
+
+
+# -- the tamperings ---------------------------------------------------------------------------
+
+def edit_reason(con: sqlite3.Connection) -> None:
+    con.execute("UPDATE events SET reason = 'nothing to see' WHERE run_id = ? AND seq = 5", (RUN,))
+
+
+def edit_cost(con: sqlite3.Connection) -> None:
+    con.execute("UPDATE events SET cost_micros = 0, tokens = 999 WHERE run_id = ? AND seq = 3",
+                (RUN,))
+
+
+def edit_and_rehash_the_row(con: sqlite3.Connection) -> None:
+    events = _events(con)
+    ev = events[6]
+    ev.detail = {**ev.detail, "forged": True}
+    ev.hash = ev.compute_hash()
+    con.execute("UPDATE events SET detail = ?, hash = ? WHERE run_id = ? AND seq = 6",
+                (json.dumps(ev.detail), ev.hash, RUN))
+
+
+def edit_and_rehash_the_rest_of_the_chain(con: sqlite3.Connection) -> None:
+    events = _events(con)
+    events[4].reason = "rewritten"
+    con.execute("UPDATE events SET reason = 'rewritten' WHERE run_id = ? AND seq = 4", (RUN,))
+    _rehash_from(con, events, 4)
+
+
+def delete_a_middle_row(con: sqlite3.Connection) -> None:
+    con.execute("DELETE FROM events WHERE run_id = ? AND seq = 4", (RUN,))
+
+
+def delete_the_first_row(con: sqlite3.Connection) -> None:
+    con.execute("DELETE FROM events WHERE run_id = ? AND seq = 0", (RUN,))
+
+
+def delete_the_last_row(con: sqlite3.Connection) -> None:
+    con.execute("DELETE FROM events WHERE run_id = ? AND seq = "
+                "(SELECT MAX(seq) FROM events WHERE run_id = ?)", (RUN, RUN))
+
+
+def swap_two_rows(con: sqlite3.Connection) -> None:
+    for a, b in ((2, -1), (3, 2), (-1, 3)):
+        con.execute("UPDATE events SET seq = ? WHERE run_id = ? AND seq = ?", (b, RUN, a))
+
+
+def insert_a_row_in_the_middle(con: sqlite3.Connection) -> None:
+    events = _events(con)
+    con.execute("UPDATE events SET seq = seq + 1000 WHERE run_id = ? AND seq >= 5", (RUN,))
+    con.execute("UPDATE events SET seq = seq - 999 WHERE run_id = ? AND seq >= 1000", (RUN,))
+    forged = events[4].model_copy(update={"seq": 5, "kind": "decision", "reviewer": "mallory",
+                                          "prev_hash": events[4].hash})
+    _insert(con, forged.model_copy(update={"hash": forged.compute_hash()}))
+
+
+def append_a_row(con: sqlite3.Connection) -> None:
+    last = _events(con)[-1]
+    forged = last.model_copy(update={"seq": last.seq + 1, "kind": "transition",
+                                     "event": "refund_ok", "prev_hash": last.hash})
+    _insert(con, forged.model_copy(update={"hash": forged.compute_hash()}))
+
+
+def move_the_head(con: sqlite3.Connection) -> None:
+    con.execute("UPDATE runs SET log_head = ? WHERE run_id = ?", ("f" * 64, RUN))
+
+
+def rewrite_the_log_and_the_head_but_not_the_story(con: sqlite3.Connection) -> None:
+    # Re-hashed end to end and the head moved too: the chain checks out, but the log
+    # no longer tells the run row's story (its last stop says 'failed', the run is done).
+    events = _events(con)
+    last = events[-1]
+    last.detail = {**last.detail, "status": "failed"}
+    con.execute("UPDATE events SET detail = ? WHERE run_id = ? AND seq = ?",
+                (json.dumps(last.detail), RUN, last.seq))
+    head = _rehash_from(con, events, len(events) - 1)
+    con.execute("UPDATE runs SET log_head = ? WHERE run_id = ?", (head, RUN))
+
+
+CASES = [
+    pytest.param(edit_reason, "event seq 5: hash does not match its contents", id="edit"),
+    pytest.param(edit_cost, "event seq 3: hash does not match its contents", id="edit-cost"),
+    pytest.param(edit_and_rehash_the_row, "event seq 7: prev_hash does not match",
+                 id="edit-rehash-row"),
+    pytest.param(edit_and_rehash_the_rest_of_the_chain, "event seq {last}: not the head the run",
+                 id="edit-rehash-chain"),
+    pytest.param(delete_a_middle_row, "event seq 4 is missing (found seq 5", id="delete"),
+    pytest.param(delete_the_first_row, "event seq 0 is missing (found seq 1", id="delete-first"),
+    pytest.param(delete_the_last_row, "the run row records {count} events but the log has",
+                 id="delete-last"),
+    pytest.param(swap_two_rows, "event seq 2: prev_hash does not match", id="reorder"),
+    pytest.param(insert_a_row_in_the_middle, "event seq 6: prev_hash does not match",
+                 id="insert"),
+    pytest.param(append_a_row, "the run row records {count} events but the log has",
+                 id="append"),
+    pytest.param(move_the_head, "event seq {last}: not the head the run row records",
+                 id="move-head"),
+    pytest.param(rewrite_the_log_and_the_head_but_not_the_story,
+                 "the run is done but the log's last stop does not say so", id="rewrite-all"),
+]
+
+
+def _tamper(db: str, how: Callable[[sqlite3.Connection], None]) -> tuple[int, int]:
+    """Apply ``how``; return (events before, last seq before)."""
+    con = sqlite3.connect(db, isolation_level=None)
+    count = con.execute("SELECT COUNT(*) FROM events WHERE run_id = ?", (RUN,)).fetchone()[0]
+    con.execute("BEGIN")
+    how(con)
+    con.execute("COMMIT")
+    con.close()
+    return count, count - 1
+
+
+@pytest.mark.parametrize(("how", "first"), CASES)
+def test_tampering_is_reported_with_the_first_bad_row(
+    db: str, how: Callable[[sqlite3.Connection], None], first: str,
+) -> None:
+    count, last = _tamper(db, how)
+    expected = first.format(count=count, last=last)
+    report = audit(SQLiteStore(db), RUN)
+    assert not report.ok
+    assert expected in report.problems[0], report.problems
+    cli = fork_fsm("audit", RUN, "--db", db)
+    assert cli.code == 1, cli
+    assert cli.stdout.startswith(f"audit FAILED: {RUN}: ") and expected in cli.stdout, cli.stdout
+    as_json = json.loads(fork_fsm("audit", RUN, "--db", db, "--json").stdout)
+    assert as_json["ok"] is False and expected in as_json["problems"][0]
+
+
+def test_an_intact_log_passes_the_cli_audit(db: str) -> None:
+    cli = run_fsm("audit", RUN, "--db", db)  # the installed console script
+    assert cli.code == 0, cli
+    assert "audit ok: r:" in cli.stdout and "hash chain intact" in cli.stdout
+
+
+def test_the_console_script_exits_non_zero_on_a_tampered_log(db: str) -> None:
+    _tamper(db, delete_a_middle_row)
+    cli = run_fsm("audit", RUN, "--db", db)
+    assert cli.code == 1, cli
+    assert "audit FAILED" in cli.stdout and "event seq 4 is missing" in cli.stdout
+    assert "Traceback" not in cli.stdout + cli.stderr
