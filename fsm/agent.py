@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -61,11 +63,12 @@ class Agent:
         spec = define_workflow(
             "agent", transitions={_STATE: {}}, tools_by_state={_STATE: [t.name for t in tools]},
             initial=_STATE, tools=[t.spec() for t in tools], terminal=set(),
-            finish_states={_STATE},
+            finish_states={_STATE}, approval_ttl_seconds=math.inf,
         )
         self._store = MemoryStore()
+        # The Agent's contract: results enter the history whole, approvals never expire.
         self._engine = Engine(spec, self._store, self._ask, budgets=Budgets(max_steps=max_steps),
-                              max_repeats=None, plain_errors=True)
+                              result_cap=sys.maxsize, max_repeats=None, plain_errors=True)
 
     def _ask(self, view: View) -> Action:
         reply = self._policy(copy.deepcopy(view.messages))
