@@ -133,14 +133,15 @@ class Agent:
         commit = StepCommit(run=run, expected_version=0, messages=data["history"])
         p = data["pending"]
         if p is not None:
+            approval_id = f"{agent.run_id}:resumed"
             pending = Pending(kind="call", tool=p["tool"], args=p["args"], key=p["key"],
-                              step=data["steps"], approval_id=f"{agent.run_id}:resumed")
+                              step=data["steps"], approval_id=approval_id)
             run.pending = pending
             now = engine.clock()
             from fsm.run import fingerprint
 
             commit.new_approval = Approval(
-                approval_id=pending.approval_id, run_id=agent.run_id, step=pending.step,
+                approval_id=approval_id, run_id=agent.run_id, step=pending.step,
                 tool=pending.tool, args=pending.args, args_hash=fingerprint(pending.subject()),
                 run_version=1, requested_at=now, expires_at=now + engine.spec.approval_ttl_seconds,
             )
