@@ -24,6 +24,7 @@ or fail; a tool listed for a non-terminal state is assumed callable there.
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Hashable, Iterable
@@ -83,6 +84,7 @@ class Graph:
     def __init__(self, diagram: Diagram) -> None:
         self.diagram = diagram
         self.moves: dict[str, list[Move]] = {n.name: [] for n in diagram.nodes}
+        nodes = {n.name: n for n in diagram.nodes}
         for node in diagram.nodes:
             if node.terminal:
                 continue  # the run has ended: nothing more happens
@@ -96,20 +98,28 @@ class Graph:
                 self.moves[e.source].append(Move(
                     e.source, e.target, e.event, by_tool, "tool" if by_tool else who, e.guard,
                     e.establishes,
-                    approved_call=by_tool in self.diagram.node(e.source).approval_tools,
+                    approved_call=by_tool in nodes[e.source].approval_tools,
                 ))
 
     def reachable(self) -> dict[str, tuple[Move, ...]]:
         """Each reachable state → the shortest path to it, in breadth-first order."""
-        paths: dict[str, tuple[Move, ...]] = {self.diagram.initial: ()}
+        parent: dict[str, Move | None] = {self.diagram.initial: None}
         queue = deque([self.diagram.initial])
         while queue:
-            state = queue.popleft()
-            for mv in self.moves[state]:
-                if mv.target not in paths:
-                    paths[mv.target] = paths[state] + (mv,)
+            for mv in self.moves[queue.popleft()]:
+                if mv.target not in parent:
+                    parent[mv.target] = mv
                     queue.append(mv.target)
-        return paths
+        return {state: _path(parent, state) for state in parent}
+
+
+def _path(parent: dict[str, Move | None], state: str) -> tuple[Move, ...]:
+    moves = []
+    mv = parent[state]
+    while mv is not None:
+        moves.append(mv)
+        mv = parent[mv.source]
+    return tuple(reversed(moves))
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,11 @@ class Verdict:
     why: str = ""
     #: (state, monitor) pairs explored.
     explored: int = 0
+
+
+#: Field name of an invariant → the kind of name it holds.
+_KINDS = {"tool": "tools", "state": "states", "states": "states", "event": "events",
+          "events": "events", "when": "facts"}
 
 
 class Invariant(ABC):
@@ -137,7 +152,12 @@ class Invariant(ABC):
 
     def names(self) -> dict[str, tuple[str, ...]]:
         """Names this invariant refers to, by kind: states, events, tools, facts."""
-        return {}
+        out: dict[str, tuple[str, ...]] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            kind, value = _KINDS.get(f.name), getattr(self, f.name)
+            if kind and value:
+                out[kind] = out.get(kind, ()) + (value if isinstance(value, tuple) else (value,))
+        return out
 
 
 class Monitored(Invariant):
@@ -212,8 +232,6 @@ class ToolOnlyIn(Monitored):
     def title(self) -> str:
         return f"`{self.tool}` runs only in {_q(self.states)}"
 
-    def names(self) -> dict[str, tuple[str, ...]]:
-        return {"tools": (self.tool,), "states": self.states}
 
     def bad(self, m: Hashable, mv: Move) -> str | None:
         if mv.tool == self.tool and mv.source not in self.states:
@@ -232,8 +250,6 @@ class OnlyThrough(Monitored):
     def title(self) -> str:
         return f"every path into `{self.state}` passes through `{self.event}`"
 
-    def names(self) -> dict[str, tuple[str, ...]]:
-        return {"states": (self.state,), "events": (self.event,)}
 
     def start(self) -> Hashable:
         return False
@@ -272,9 +288,6 @@ class ToolOnlyAfter(Monitored):
         who = "a person fires " if self.by_person else ""
         return f"`{self.tool}` runs{cond} only after {who}`{self.event}`"
 
-    def names(self) -> dict[str, tuple[str, ...]]:
-        return {"tools": (self.tool,), "events": (self.event,),
-                "facts": (self.when,) if self.when else ()}
 
     def start(self) -> Hashable:
         return (self.when is None, False)  # (the fact holds, the event fired since)
@@ -311,8 +324,6 @@ class HumanOnly(Monitored):
     def title(self) -> str:
         return f"{_q(self.events)} are fired only by a person"
 
-    def names(self) -> dict[str, tuple[str, ...]]:
-        return {"events": self.events}
 
     def bad(self, m: Hashable, mv: Move) -> str | None:
         if mv.event in self.events and _no_person(mv):
@@ -334,8 +345,6 @@ class FiredOnlyByTools(Monitored):
     def title(self) -> str:
         return f"{_q(self.events)} are fired only by the results of their tools"
 
-    def names(self) -> dict[str, tuple[str, ...]]:
-        return {"events": self.events}
 
     def bad(self, m: Hashable, mv: Move) -> str | None:
         if mv.event in self.events and mv.tool is None:
@@ -353,8 +362,6 @@ class AtMostOnce(Monitored):
     def title(self) -> str:
         return f"`{self.event}` fires at most once per run"
 
-    def names(self) -> dict[str, tuple[str, ...]]:
-        return {"events": (self.event,)}
 
     def start(self) -> Hashable:
         return False
@@ -379,8 +386,6 @@ class NoReentryAfter(Monitored):
     def title(self) -> str:
         return f"`{self.state}` is never entered again after `{self.event}`"
 
-    def names(self) -> dict[str, tuple[str, ...]]:
-        return {"states": (self.state,), "events": (self.event,)}
 
     def start(self) -> Hashable:
         return False
@@ -407,8 +412,6 @@ class AlwaysReaches(Invariant):
     def title(self) -> str:
         return f"every state can reach {' or '.join(f'`{s}`' for s in self.states)}"
 
-    def names(self) -> dict[str, tuple[str, ...]]:
-        return {"states": self.states}
 
     def check(self, graph: Graph) -> Verdict:
         paths = graph.reachable()
@@ -456,6 +459,18 @@ def check_names(diagram: Diagram, invariants: Iterable[object]) -> None:
         raise InvariantError(diagram.workflow, problems)
 
 
+#: What the explorer assumes about a run, printed in every Markdown report.
+ASSUMPTIONS = (
+    "- the model may call any tool listed for a state, any number of times, and fire any "
+    "event offered to it;",
+    "- a tool's result may fire any event the tool declares, or none;",
+    "- a person fires only the approve, deny and expiry events, only in a state that waits "
+    "for a person;",
+    "- any guard may pass or fail; a guard that passes establishes the facts it declares "
+    "(⇒), which hold for the rest of the path.",
+)
+
+
 @dataclass(frozen=True)
 class Report:
     workflow: str
@@ -501,6 +516,7 @@ class Report:
         for i, v in enumerate(self.verdicts, 1):
             out.append(f"| {i} | {v.invariant.title} | "
                        f"{'PROVED' if v.proved else '**VIOLATED**'} |")
+        out += ["", "How the paths were explored:", "", *ASSUMPTIONS]
         for i, v in enumerate(self.verdicts, 1):
             if v.proved:
                 continue
