@@ -1,0 +1,35 @@
+"""The public API is declared once, in ``fsm.__all__`` (as httpx does)."""
+
+from __future__ import annotations
+
+import inspect
+from types import ModuleType
+
+import fsm
+import fsm.errors
+import fsm.testing
+
+
+def _public(module: ModuleType) -> list[str]:
+    return [name for name, value in vars(module).items()
+            if not name.startswith("_") and not isinstance(value, ModuleType)]
+
+
+def test_all_is_sorted_and_equals_the_exported_names() -> None:
+    assert fsm.__all__ == sorted(fsm.__all__)
+    assert sorted(fsm.__all__) == sorted(_public(fsm))
+
+
+def test_every_error_class_is_exported_and_derives_from_fsmerror() -> None:
+    errors = {name for name, value in vars(fsm.errors).items()
+              if inspect.isclass(value) and issubclass(value, Exception)
+              and value.__module__ == "fsm.errors"}
+    assert errors <= set(fsm.__all__)
+    assert all(issubclass(getattr(fsm, name), fsm.FSMError) for name in errors)
+
+
+def test_testing_module_exports_what_it_defines() -> None:
+    defined = {name for name, value in vars(fsm.testing).items()
+               if not name.startswith("_") and getattr(value, "__module__", None) == "fsm.testing"}
+    assert fsm.testing.__all__ == sorted(fsm.testing.__all__)
+    assert defined | {"JUNK_OUTPUTS"} == set(fsm.testing.__all__)
