@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import fsm.cli  # noqa: F401 - imported once here, so forked children start warm
+import workflows.refund.__main__  # noqa: F401
 from fsm.policy import View
 from workflows.refund.clerk import clerk
 
