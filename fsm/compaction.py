@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 SETTING = "compaction_threshold_chars"
 DEFAULT_THRESHOLD_CHARS = 48_000
 _EXCERPT = 300
+_PEOPLE = 8
 
 
 @dataclass(frozen=True)
@@ -81,19 +82,23 @@ def view_chars(messages: Sequence[Mapping[str, Any]]) -> int:
 class Compactor:
     """Replaces older turns of the view by a summary once it grows past a threshold.
 
-    ``keep_chars`` (default: half the threshold) is how much recent transcript stays
-    verbatim, never fewer than ``min_keep`` messages. ``facts`` limits the run facts
-    quoted in the summary (default: all of them).
+    ``keep_chars`` (default: a third of the threshold) is how much recent transcript
+    stays verbatim, never fewer than ``min_keep`` messages; ``summary_chars`` (default:
+    a quarter) bounds the deterministic summary, whose run facts are never cut. So a
+    compacted view starts well under the threshold and the next compaction comes only
+    after the run has grown again. ``facts`` limits the run facts quoted (default: all).
+    A compaction that would not make the view smaller is not made.
     """
 
     def __init__(self, threshold_chars: int | None = None, *, keep_chars: int | None = None,
-                 min_keep: int = 4, summariser: Summariser | None = None,
-                 facts: Sequence[str] | None = None, max_chars: int = 4000) -> None:
+                 summary_chars: int | None = None, min_keep: int = 4,
+                 summariser: Summariser | None = None,
+                 facts: Sequence[str] | None = None) -> None:
         self.threshold_chars = threshold_chars
         self.keep_chars = keep_chars
+        self.summary_chars = summary_chars
         self.min_keep = max(min_keep, 1)
         self.facts = list(facts) if facts is not None else None
-        self.max_chars = max_chars
         self.summariser = summariser
 
     def threshold(self, settings: Mapping[str, Any]) -> int:
@@ -109,26 +114,31 @@ class Compactor:
         before = view_chars(compacted(messages, run.compaction))
         if before <= limit:
             return
-        upto = self.cut(messages, self.keep_chars or limit // 2)
+        upto = self.cut(messages, self.keep_chars or limit // 3)
         previous = int(run.compaction["upto"]) if run.compaction else 1
-        if upto <= max(previous, 1):
-            return  # nothing new to fold in: the recent turns alone are that large
+        budget = self.summary_chars or limit // 4
+        if upto <= previous or view_chars(messages[previous:upto]) <= budget // 2:
+            return  # too little new to fold in: the recent turns alone are that large
         chunk = Chunk(
             workflow=engine.spec.name, state=run.state, messages=messages[1:upto], start=1,
             end=upto, facts=self._facts(run.facts), path=_path(engine, run.run_id),
         )
-        summary, fallback = self._summarise(chunk)
+        summary, fallback = self._summarise(chunk, budget)
         builder.spend(summary.usage, policy_call=False)
         compaction = {"upto": upto, "summary": summary.text}
-        builder.set(compaction=compaction)
+        after = view_chars(compacted(messages, compaction))
         detail: dict[str, Any] = {
             "upto": upto, "previous_upto": previous if run.compaction else None,
-            "chars_before": before, "chars_after": view_chars(compacted(messages, compaction)),
-            "threshold_chars": limit, "messages": len(messages), "by": summary.by,
-            "calls": summary.usage.calls, "summary": summary.text,
+            "chars_before": before, "chars_after": after, "threshold_chars": limit,
+            "messages": len(messages), "by": summary.by, "calls": summary.usage.calls,
+            "summary": summary.text,
         }
         if fallback:
             detail["fallback"] = fallback
+        if after >= before:  # the summary is no shorter than what it replaces
+            detail["skipped"] = "the summary would not make the view smaller"
+        else:
+            builder.set(compaction=compaction)
         builder.event("compaction", cost_micros=summary.usage.cost_micros,
                       tokens=summary.usage.input_tokens + summary.usage.output_tokens,
                       detail=detail)
@@ -151,13 +161,13 @@ class Compactor:
         keys = self.facts if self.facts is not None else sorted(facts)
         return {k: facts[k] for k in keys if k in facts}
 
-    def _summarise(self, chunk: Chunk) -> tuple[Summary, str | None]:
+    def _summarise(self, chunk: Chunk, max_chars: int) -> tuple[Summary, str | None]:
         if self.summariser is None:
-            return summarise(chunk, max_chars=self.max_chars), None
+            return summarise(chunk, max_chars=max_chars), None
         try:
             return self.summariser(chunk), None
         except PolicyUnavailable as exc:
-            plain = summarise(chunk, max_chars=self.max_chars)
+            plain = summarise(chunk, max_chars=max_chars)
             return Summary(plain.text, exc.usage, by="deterministic"), f"summariser: {exc}"
 
 
@@ -169,7 +179,11 @@ def _path(engine: Engine, run_id: str) -> list[tuple[str, str]]:
 # -- the deterministic summariser ---------------------------------------------------------
 
 def summarise(chunk: Chunk, *, max_chars: int = 4000) -> Summary:
-    """A summary built from the chunk alone, without a model call."""
+    """A summary built from the chunk alone, without a model call.
+
+    The run facts, the path and what people said are always kept; the latest tool
+    results fill what is left of ``max_chars``, newest first.
+    """
     head = [f"Summary of transcript messages {chunk.start}–{chunk.end - 1}, shortened in "
             "this view (the full record is kept). The current state is "
             f"{chunk.state!r}."]
@@ -181,7 +195,7 @@ def summarise(chunk: Chunk, *, max_chars: int = 4000) -> Summary:
               if m.get("role") == "user" and not m.get("runtime") and "summary_of" not in m]
     if people:
         head.append("Said by people:")
-        head += [f"- {_excerpt(m.get('content'))}" for m in people]
+        head += [f"- {_excerpt(m.get('content'))}" for m in people[-_PEOPLE:]]
     head.append(_calls_line(chunk.messages))
     results = _result_lines(chunk.messages)
 
@@ -190,7 +204,7 @@ def summarise(chunk: Chunk, *, max_chars: int = 4000) -> Summary:
 
     while results and len(text()) > max_chars:  # drop the oldest results first
         results = results[1:]
-    return Summary(text()[:max_chars])
+    return Summary(text())
 
 
 def facts_section(chunk: Chunk) -> list[str]:
