@@ -94,7 +94,9 @@ def _record(engine: Engine, run: RunState, approval: Approval, approved: bool,
         spec = engine.spec
         event = spec.approve_event if approved else spec.deny_event
         b.message({"role": "user", "content": f"{verdict} by {reviewer}: {note}".rstrip(": ")})
-        engine.fire(b, event, {}, by_model=False)
+        if not engine.fire(b, event, {}, by_model=False):
+            # A guard refused the person's event: the run still waits for a person.
+            engine._entered(b, None)
     return b.save()
 
 
@@ -114,7 +116,8 @@ def expire_if_due(engine: Engine, run: RunState) -> RunState:
     event = engine.spec.expiry_event
     if run.pending.kind == "event" and event in run.pending.events:
         b.message({"role": "user", "content": "the approval request expired"})
-        engine.fire(b, event, {}, by_model=False)
+        if not engine.fire(b, event, {}, by_model=False):
+            engine._entered(b, None)
     elif run.pending.tool is not None:
         b.tool_result(run.pending.tool, error="approval expired before anyone decided")
     else:
