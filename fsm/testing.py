@@ -193,6 +193,7 @@ class RandomPolicy:
         self.values = list(values)
         self.junk = junk
         self.history: list[Any] = []
+        self._seen: list[str] = []
 
     @classmethod
     def for_spec(cls, spec: WorkflowSpec, seed: int | None = None, *,
@@ -210,6 +211,7 @@ class RandomPolicy:
         ]
         if self.junk:
             moves.append(self.junk_output)
+        self._seen = _strings(view.messages) + [str(v) for v in self.values]
         out = self.rng.choice(moves)(view)
         self.history.append(out)
         return out
@@ -262,8 +264,7 @@ class RandomPolicy:
             return self.rng.choice(_JUNK_VALUES)
         if "amount" in key:
             return self.rng.choice(_AMOUNTS) + self.rng.choice((0, 0, 0, -1, 1))
-        seen = _strings(view.messages) + [str(v) for v in self.values]
-        return self.rng.choice(seen) if seen else "A-1001"
+        return self.rng.choice(self._seen) if self._seen else "A-1001"
 
 
 def _strings(messages: list[dict[str, Any]]) -> list[str]:

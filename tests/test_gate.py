@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from fsm import Budgets, Engine, MemoryStore, ToolSpec, WorkflowSpec, define_workflow
+from fsm import Budgets, Engine, Guard, MemoryStore, ToolSpec, WorkflowSpec, define_workflow
 from fsm.testing import ScriptedPolicy, ToolSpy
 from workflows.refund import Shop
 
@@ -295,3 +295,28 @@ def test_repeat_detection_can_be_switched_off() -> None:
 
     assert run.status == "done"
     assert len(executed) == 5
+
+
+def test_a_persons_event_refused_by_its_guard_leaves_the_run_waiting() -> None:
+    spec = define_workflow(
+        "review", transitions={"drafting": {"submit": "in_review"},
+                               "in_review": {"approved": "published", "declined": "drafting"},
+                               "published": {}},
+        tools_by_state={}, initial="drafting", human_events={"approved", "declined"},
+        guards={"approved": Guard("the draft has a title", lambda f, p: "title" in f)},
+    )
+    store = MemoryStore()
+    engine = Engine(spec, store, ScriptedPolicy([fire("submit"), fire("submit")]))
+    run = engine.start("write it", run_id="d")
+    assert (run.status, run.state) == ("awaiting_approval", "in_review")
+
+    run = engine.decide("d", True, reviewer="editor")
+    assert (run.status, run.state) == ("awaiting_approval", "in_review")
+    kinds = [(e.kind, e.event) for e in store.events("d") if e.step == 1]
+    assert kinds[-3:] == [("decision", None), ("refusal", "approved"), ("pause", None)]
+    assert len(store.approvals("d")) == 1  # a fresh request, the first one decided
+
+    run = engine.decide("d", False, reviewer="editor", note="needs a title")
+    assert (run.status, run.state) == ("awaiting_approval", "in_review")
+    assert [e.event for e in store.events("d") if e.kind == "transition"] == [
+        "submit", "declined", "submit"]

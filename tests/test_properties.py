@@ -27,7 +27,7 @@ from workflows.refund.shop import DEMO_ORDERS
 from workflows.refund.workflow import REFUND_WINDOW_DAYS
 
 USERS = ["asha", "ravi", "meera", "kiran"]
-SETTINGS = settings(max_examples=60, deadline=None)
+SETTINGS = settings(max_examples=50, deadline=None)
 
 
 def _play(policy_for: Any, order_id: str, user: str, max_steps: int,
