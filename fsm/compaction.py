@@ -57,6 +57,14 @@ class Chunk:
     facts: dict[str, Any]
     #: ``(event, state after)`` for every transition so far.
     path: list[tuple[str, str]] = field(default_factory=list)
+    #: The summary in force until now (it covered ``messages[start:fresh]``), if any.
+    previous_summary: str | None = None
+    fresh: int = 1
+
+    @property
+    def fresh_messages(self) -> list[dict[str, Any]]:
+        """The messages no earlier summary covered."""
+        return self.messages[self.fresh - self.start:]
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,8 @@ class Compactor:
         chunk = Chunk(
             workflow=engine.spec.name, state=run.state, messages=messages[1:upto], start=1,
             end=upto, facts=self._facts(run.facts), path=_path(engine, run.run_id),
+            previous_summary=run.compaction["summary"] if run.compaction else None,
+            fresh=previous,
         )
         summary, fallback = self._summarise(chunk, budget)
         builder.spend(summary.usage, policy_call=False)
@@ -166,9 +176,11 @@ class Compactor:
             return summarise(chunk, max_chars=max_chars), None
         try:
             return self.summariser(chunk), None
-        except PolicyUnavailable as exc:
+        except Exception as exc:  # a summary is never worth stopping the run for
             plain = summarise(chunk, max_chars=max_chars)
-            return Summary(plain.text, exc.usage, by="deterministic"), f"summariser: {exc}"
+            usage = exc.usage if isinstance(exc, PolicyUnavailable) else Usage(calls=0)
+            return (Summary(plain.text, usage, by="deterministic"),
+                    f"summariser: {type(exc).__name__}: {exc}")
 
 
 def _path(engine: Engine, run_id: str) -> list[tuple[str, str]]:
@@ -254,9 +266,15 @@ class ModelSummariser:
         self.max_chars = max_chars
 
     def __call__(self, chunk: Chunk) -> Summary:
+        # Only what no summary covered yet, after the summary so far: the request stays
+        # small however long the run grows.
+        parts = []
+        if chunk.previous_summary:
+            parts.append(f"The summary so far:\n{chunk.previous_summary}")
+        parts.append(f"The turns that follow it:\n{dumps(chunk.fresh_messages)}")
         body = {"model": self.policy.model, "messages": [
             {"role": "system", "content": SUMMARY_PROMPT.format(max_chars=self.max_chars)},
-            {"role": "user", "content": dumps(chunk.messages)},
+            {"role": "user", "content": "\n\n".join(parts)},
         ]}
         response, usage = self.policy.complete(body)
         choices = response.get("choices") or [{}]

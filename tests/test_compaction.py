@@ -208,7 +208,7 @@ def test_a_model_summary_is_paid_for_from_the_budget(
                                                                  run_id="long")
     assert run.status == "done"
     logged = compactions(store, "long")
-    assert logged and all(e.detail["by"] == "model" for e in logged)
+    assert len(logged) >= 2 and all(e.detail["by"] == "model" for e in logged)
     # gpt-4o-mini: 500 in + 50 out = 75 + 30 micros per summary.
     assert [(e.cost_micros, e.tokens) for e in logged] == [(105, 550)] * len(logged)
     policies = [e for e in store.events("long") if e.kind == "policy"]
@@ -217,8 +217,19 @@ def test_a_model_summary_is_paid_for_from_the_budget(
     assert run.used.steps == len(policies) == len(LONG)  # summaries are not steps
     summaries = [r for r in server.chat if "tools" not in r.body]
     assert len(summaries) == len(logged)
-    asked = summaries[0].body["messages"]
-    assert asked[0]["role"] == "system" and '"A-1002"' in asked[1]["content"]
+    # The first request holds the turns folded in; later ones the summary so far plus
+    # only the turns it did not cover.
+    transcript = store.messages("long")
+    for i, (request, event) in enumerate(zip(summaries, logged, strict=True)):
+        system, user = request.body["messages"]
+        assert system["role"] == "system" and user["role"] == "user"
+        earlier, _, turns = user["content"].rpartition("The turns that follow it:\n")
+        start = logged[i - 1].detail["upto"] if i else 1
+        assert json.loads(turns) == transcript[start:event.detail["upto"]]
+        if i:
+            assert earlier == f"The summary so far:\n{logged[i - 1].detail['summary']}\n\n"
+        else:
+            assert earlier == ""
     shown = server.chat[-1].body["messages"][2]["content"]
     assert "(by the model" in shown and "Looked at six orders" in shown
     assert '- order: {"customer_matches": true' in shown  # the facts, appended verbatim
@@ -313,6 +324,21 @@ def test_a_summary_that_would_not_shrink_the_view_is_not_used(
     assert run.compaction is None
     assert all(v.messages == store.messages("wordy")[: len(v.messages)] for v in policy.views)
     assert run.used.tokens == 15 * len(logged)  # the summaries were paid for all the same
+
+
+def test_a_broken_summariser_does_not_stop_the_run(spec: WorkflowSpec, store: MemoryStore,
+                                                  shop: Shop) -> None:
+    def broken(chunk: Chunk) -> Summary:
+        raise KeyError("choices")
+
+    policy = ScriptedPolicy(APPROVED[:4])
+    run = Engine(spec, store, policy, budgets=Budgets(max_steps=4),
+                 compactor=Compactor(700, summariser=broken)).start(
+        "Order A-1002: please refund", user="ravi", run_id="broken")
+    assert run.state == "deciding"
+    first = compactions(store, "broken")[0]
+    assert first.detail["fallback"] == "summariser: KeyError: 'choices'"
+    assert first.detail["by"] == "deterministic"
 
 
 # -- the pieces -----------------------------------------------------------------------------
