@@ -73,6 +73,12 @@ class WorkflowMachine:
                     f"event {event!r} is not allowed in state {state!r} (allowed: {allowed})",
                     run_id=run_id, state=state, event=event,
                 ) from None
+            except Exception as exc:  # a guard that raised: its event is refused, not fired
+                g = self.spec.guards[event]
+                raise TransitionRefused(
+                    f"event {event!r} refused in state {state!r}: guard ({g.description}) "
+                    f"raised {type(exc).__name__}: {exc}", run_id=run_id, state=state, event=event,
+                ) from exc
             finally:
                 self._machine.remove_model(token)
         if not moved:
