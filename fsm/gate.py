@@ -13,6 +13,7 @@ from pydantic import BaseModel, ValidationError
 from fsm.policy import Action
 from fsm.run import RunState, fingerprint
 from fsm.spec import ADVANCE, WorkflowSpec
+from fsm.tools import ToolSpec
 
 #: How many recent calls in the current state are remembered for repeat detection.
 RECENT_WINDOW = 20
@@ -139,16 +140,30 @@ class Gate:
             return Refuse(f"bad arguments for {name!r}: {validation_summary(exc)}", tool=name)
         except ValueError as exc:
             return Refuse(f"bad arguments for {name!r}: {exc}", tool=name)
-        if tool.check is not None:
-            problem = tool.check(args, run.facts)
-            if problem:
-                return Refuse(f"{name!r} refused: {problem}", tool=name)
+        return self._rules(run, tool, args)
+
+    def _rules(self, run: RunState, tool: ToolSpec, args: BaseModel) -> Decision:
+        """The tool's own check, repeat detection, then its approval rule.
+
+        The check and the approval rule are the workflow author's code run on model
+        input; if one raises, the call is refused (nothing runs) with the error.
+        """
+        name = tool.name
+        try:
+            problem = tool.check(args, run.facts) if tool.check is not None else None
+        except Exception as exc:
+            problem = f"its check raised {type(exc).__name__}: {exc}"
+        if problem:
+            return Refuse(f"{name!r} refused: {problem}", tool=name)
         repeat = self._repeat(run, name, args.model_dump(mode="json"))
         if repeat is not None:
             return repeat
-        if tool.needs_approval(args, run.facts):
-            return Pause(name, args)
-        return Call(name, args)
+        try:
+            pause = tool.needs_approval(args, run.facts)
+        except Exception as exc:
+            return Refuse(f"{name!r} refused: its approval rule raised "
+                          f"{type(exc).__name__}: {exc}", tool=name)
+        return Pause(name, args) if pause else Call(name, args)
 
     def _repeat(self, run: RunState, name: str, args: dict[str, Any]) -> Refuse | None:
         if self.max_repeats is None:
