@@ -320,3 +320,42 @@ def test_a_persons_event_refused_by_its_guard_leaves_the_run_waiting() -> None:
     assert (run.status, run.state) == ("awaiting_approval", "in_review")
     assert [e.event for e in store.events("d") if e.kind == "transition"] == [
         "submit", "declined", "submit"]
+
+
+class Split(BaseModel):
+    parts: int
+
+
+def _author_bugs_workflow(paid: list[int]) -> WorkflowSpec:
+    def pay(args: Split, ctx: Any) -> dict[str, Any]:
+        paid.append(args.parts)
+        return {"paid": args.parts}
+
+    return define_workflow(
+        "splitting", transitions={"planning": {"split": "paying"}, "paying": {"paid": "done"}},
+        tools_by_state={"paying": ["pay"]}, initial="planning", payloads={"split": Split},
+        guards={"split": Guard("each part is at least 10", lambda f, p: 100 / p["parts"] >= 10)},
+        records={"split": "plan"},
+        tools=[ToolSpec("pay", pay, args=Split, write=True, emits=lambda r: "paid",
+                        emits_events=("paid",),
+                        check=lambda a, f: None if 100 % a.parts == 0 else "uneven",
+                        approval=lambda a, f: 1 / (a.parts - 5) > 1)],
+    )
+
+
+def test_author_rules_that_raise_on_model_input_refuse_instead_of_raising() -> None:
+    paid: list[int] = []
+    store = MemoryStore()
+    script = [fire("split", parts=0), fire("split", parts=5), call("pay", parts=0),
+              call("pay", parts=5), call("pay", parts=4)]
+    run = Engine(_author_bugs_workflow(paid), store, ScriptedPolicy(script)).start(
+        "pay in parts", run_id="a")
+
+    assert run.status == "done" and paid == [4]
+    assert [m["error"] for m in store.messages("a") if "error" in m] == [
+        "event 'split' refused in state 'planning': guard (each part is at least 10) raised "
+        "ZeroDivisionError: division by zero",
+        "'pay' refused: its check raised ZeroDivisionError: integer modulo by zero",
+        "'pay' refused: its approval rule raised ZeroDivisionError: division by zero",
+    ]
+    assert [e.kind for e in store.events("a")].count("refusal") == 3
