@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -191,6 +192,17 @@ def test_budget_holds_across_resume_with_a_new_max_steps() -> None:
     assert agent.state["steps"] == 3 and len(more.seen) == 2
     assert [name for name, _, _ in log] == ["send", "lookup", "lookup"]
     assert [k for _, _, k in log] == ["run-1:1", "run-1:2", "run-1:3"]
+
+
+def test_a_pending_call_waits_for_decide_however_long_it_takes() -> None:
+    log: list[tuple[str, Any, str]] = []
+    agent = _paused(log, {"final": "told him"})
+    later = time.time() + 365 * 86_400
+    agent._engine.clock = lambda: later
+
+    assert agent.run() == "awaiting_approval"
+    assert agent.decide(True) == "done"
+    assert log == [("send", {"to": "ravi"}, "run-1:1")]
 
 
 def test_resume_a_finished_agent_keeps_its_state() -> None:
