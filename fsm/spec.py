@@ -196,7 +196,9 @@ def define_workflow(
     """Validate the tables and return the frozen :class:`WorkflowSpec`."""
     try:
         tables = _Tables(
-            name=name, transitions=transitions, tools_by_state=tools_by_state,
+            # pydantic checks the shape of whatever mappings it is given.
+            name=name, transitions=transitions,  # type: ignore[arg-type]
+            tools_by_state=tools_by_state,  # type: ignore[arg-type]
             initial=initial, human_events=frozenset(human_events),
             terminal=frozenset(terminal) if terminal is not None else None,
             handed_over_states=frozenset(handed_over_states),
@@ -288,7 +290,7 @@ class _Check:
         if self.t.initial not in self.states:
             out.append(f"initial state {self.t.initial!r} is not in TRANSITIONS")
         if self.t.terminal is not None:
-            bad = self.t.terminal - set(self.states)
+            bad = set(self.t.terminal) - set(self.states)
             if bad:
                 out.append(f"terminal states not in TRANSITIONS: {_names(bad)}")
         for label, names in (
@@ -344,7 +346,8 @@ class _Check:
             )
         bad_states = set(self.t.tools_by_state) - set(self.states)
         if bad_states:
-            out.append(f"states in TOOLS_BY_STATE that are not in the machine: {_names(bad_states)}")
+            out.append("states in TOOLS_BY_STATE that are not in the machine: "
+                       f"{_names(bad_states)}")
         bad_emits = {
             f"{t.name} → {e}" for t in self.tools.values() for e in t.emits_events
             if e not in self.events

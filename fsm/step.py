@@ -87,7 +87,8 @@ class StepBuilder:
         else:
             self.message({"role": "tool", "tool": tool, "result": self._cap(result)})
 
-    def replace_last_result(self, tool: str, *, result: Any = None, error: str | None = None) -> None:
+    def replace_last_result(self, tool: str, *, result: Any = None,
+                            error: str | None = None) -> None:
         """Rewrite this step's pending result for ``tool`` (used by ``advance``)."""
         for msg in reversed(self.messages):
             if msg.get("role") == "tool" and msg.get("tool") == tool:
