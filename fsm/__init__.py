@@ -1,6 +1,7 @@
 """fsm: tool-using LLM agents run as explicit, checkpointed finite-state machines."""
 
 from fsm.agent import Agent, Tool
+from fsm.compaction import Compactor
 from fsm.engine import Engine
 from fsm.errors import (
     ApprovalAlreadyDecided,
@@ -40,6 +41,7 @@ __all__ = [
     "ApprovalRefused",
     "ApprovalStale",
     "Budgets",
+    "Compactor",
     "ConcurrentUpdate",
     "DefinitionChanged",
     "Effect",

@@ -158,6 +158,9 @@ class WorkflowSpec(BaseModel):
             "records": self.records,
             "tools": {n: t.public() for n, t in sorted(self.tools.items())},
             "expiry_event": self.expiry_event,
+            "system_prompt": self.system_prompt,
+            "instructions": self.instructions,
+            "settings": self.settings,
         }
         blob = json.dumps(public, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -7,6 +7,7 @@ import os
 import time
 from typing import Any
 
+from fsm.compaction import Compactor
 from fsm.engine import Engine
 from fsm.errors import FSMError
 from fsm.registry import NotFound, default_policy, load_policy, load_workflow
@@ -88,7 +89,7 @@ def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None
         fn, _ = make_policy(ref, spec, policy, model, base_url)
     except NotFound as exc:
         raise UsageError(str(exc)) from None
-    return Engine(spec, store, fn, clock=clock)
+    return Engine(spec, store, fn, clock=clock, compactor=Compactor())
 
 
 def path_of(store: SQLiteStore, run_id: str) -> list[str]:

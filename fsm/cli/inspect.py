@@ -72,6 +72,10 @@ def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
 def show_cmd(
     run_id: str = typer.Argument(..., help="the run"),
     step: int | None = typer.Option(None, "--step", min=1, help="step (default: the latest)"),
+    request: bool = typer.Option(False, "--request",
+                                 help="print the exact chat-completions request body sent"),
+    model: str | None = typer.Option(None, "--model", help="model name for --request "
+                                     "(default: the model the run started with)"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -84,6 +88,12 @@ def show_cmd(
         what = f"step {step}" if step is not None else "any step"
         raise RunError(f"run {run_id!r} has no view recorded for {what} "
                        f"(recorded steps: 1..{run.step})", run_id=run_id)
+    if request:
+        from fsm.adapters.translate import encode, request_body
+
+        name = model or _run_model(store, run_id)
+        typer.echo(encode(request_body(view, name)).decode())
+        return
     if as_json:
         print_json(view.model_dump(mode="json"))
         return
@@ -96,6 +106,15 @@ def show_cmd(
     console.print("transcript:")
     for i, msg in enumerate(view.messages):
         console.print(f"  [{i}] {_line(msg)}", markup=False)
+
+
+def _run_model(store: Any, run_id: str) -> str:
+    events = store.events(run_id)
+    policy = str(events[0].detail.get("policy", "")) if events else ""
+    if not policy.startswith("model:"):
+        raise RunError(f"run {run_id!r} was not driven by a model ({policy or 'unknown'}); "
+                       "give --model NAME", run_id=run_id)
+    return policy.removeprefix("model:")
 
 
 def _line(msg: dict[str, Any]) -> str:

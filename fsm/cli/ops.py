@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 
+from fsm.compaction import Compactor
 from fsm.engine import Engine
 from fsm.registry import load_workflow
 from fsm.run import Budgets, RunState
@@ -80,7 +81,7 @@ def run_cmd(
     meta = {"workflow_ref": workflow, "policy": policy_name}
     if base_url:
         meta["base_url"] = base_url
-    engine = Engine(spec, store, fn, clock=clock)
+    engine = Engine(spec, store, fn, clock=clock, compactor=Compactor())
     run = engine.start(goal, user=user, run_id=run_id, budgets=budgets, meta=meta)
     report(store, run, as_json)
 
