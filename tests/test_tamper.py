@@ -204,3 +204,18 @@ def test_the_console_script_exits_non_zero_on_a_tampered_log(db: str) -> None:
     assert cli.code == 1, cli
     assert "audit FAILED" in cli.stdout and "event seq 4 is missing" in cli.stdout
     assert "Traceback" not in cli.stdout + cli.stderr
+
+
+def test_a_deleted_tail_is_still_reported_after_the_run_goes_on(tmp_path: Path) -> None:
+    """Deleting the newest rows of a paused run must not be covered by its next commit."""
+    from fsm import Engine
+
+    path = str(tmp_path / "runs.db")
+    engine = Engine(build(Shop(path).seed_demo()), SQLiteStore(path), clerk)
+    run = engine.start("Order A-1002: my headphones stopped working", user="ravi", run_id=RUN)
+    assert run.status == "awaiting_approval"
+    count, _ = _tamper(path, delete_the_last_row)
+    assert engine.decide(RUN, True, "priya", "ok").status == "done"
+    report = audit(SQLiteStore(path), RUN)
+    assert not report.ok
+    assert f"event seq {count - 1} is missing (found seq {count}" in report.problems[0]

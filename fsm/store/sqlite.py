@@ -19,7 +19,6 @@ from typing import Any
 from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunLocked, RunNotFound
 from fsm.run import RunState
 from fsm.store.base import (
-    GENESIS,
     Approval,
     Effect,
     Event,
@@ -163,17 +162,21 @@ class SQLiteStore(Store):
 
     def _apply(self, db: sqlite3.Connection, c: StepCommit) -> RunState:
         run_id = c.run.run_id
-        row = db.execute("SELECT version FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        row = db.execute("SELECT version, log_count, log_head FROM runs WHERE run_id = ?",
+                         (run_id,)).fetchone()
         if row is None:
             raise RunNotFound(run_id)
         if row[0] != c.expected_version:
             raise ConcurrentUpdate(run_id, c.expected_version, row[0])
         new = c.run.model_copy(update={"version": c.expected_version + 1})
-        snapshot = new.model_dump(mode="json", exclude={"version"})
+        # The log continues from the head kept in the run row, not from the last row
+        # found: a deleted tail then stays a gap the audit reports.
+        count, head = self._append_events(db, run_id, c.events, row[1], row[2])
         db.execute(
-            "UPDATE runs SET status = ?, version = ?, snapshot = ?, updated_at = ? "
-            "WHERE run_id = ?",
-            (new.status, new.version, _dumps(snapshot), new.updated_at, run_id),
+            "UPDATE runs SET status = ?, version = ?, snapshot = ?, updated_at = ?, "
+            "log_count = ?, log_head = ? WHERE run_id = ?",
+            (new.status, new.version, new.model_dump_json(exclude={"version"}),
+             new.updated_at, count, head, run_id),
         )
         if c.messages:
             base = new.message_count - len(c.messages)
@@ -183,13 +186,35 @@ class SQLiteStore(Store):
             )
         if c.view is not None:
             db.execute("INSERT OR REPLACE INTO views (run_id, step, body) VALUES (?, ?, ?)",
-                       (run_id, c.view.step, _dumps(c.view.model_dump(mode="json"))))
-        self._append_events(db, run_id, c.events)
+                       (run_id, c.view.step, c.view.model_dump_json()))
         for key, (result, error) in c.effects_done.items():
             db.execute(
                 "UPDATE effects SET status = 'DONE', result = ?, error = ?, finished_at = ? "
                 "WHERE key = ?", (_dumps(result), error, new.updated_at, key),
             )
+        self._approvals(db, run_id, c)
+        for sha, content in c.artifacts.items():
+            db.execute("INSERT OR IGNORE INTO artifacts (sha256, content, size) VALUES (?, ?, ?)",
+                       (sha, content, len(content)))
+        return new
+
+    def _append_events(self, db: sqlite3.Connection, run_id: str, events: list[Event],
+                       count: int, head: str) -> tuple[int, str]:
+        """Chain ``events`` onto the log; the new (count, head)."""
+        if not events:
+            return count, head
+        rows = []
+        for ev in chain(events, head, count):
+            d = ev.model_dump(mode="json")
+            d["detail"] = _dumps(d["detail"])
+            rows.append(tuple(d[k] for k in _EVENT_COLS))
+        db.executemany(
+            f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
+            f"VALUES ({', '.join('?' * len(_EVENT_COLS))})", rows,
+        )
+        return count + len(rows), str(rows[-1][-1])
+
+    def _approvals(self, db: sqlite3.Connection, run_id: str, c: StepCommit) -> None:
         if c.new_approval is not None:
             a = c.new_approval.model_dump(mode="json")
             a["args"] = _dumps(a["args"])
@@ -200,29 +225,6 @@ class SQLiteStore(Store):
             )
         if c.decision is not None:
             self._decide(db, run_id, c.decision)
-        for sha, content in c.artifacts.items():
-            db.execute("INSERT OR IGNORE INTO artifacts (sha256, content, size) VALUES (?, ?, ?)",
-                       (sha, content, len(content)))
-        return new
-
-    def _append_events(self, db: sqlite3.Connection, run_id: str, events: list[Event]) -> None:
-        if not events:
-            return
-        last = db.execute(
-            "SELECT seq, hash FROM events WHERE run_id = ? ORDER BY seq DESC LIMIT 1", (run_id,)
-        ).fetchone()
-        prev, seq = (last[1], last[0] + 1) if last else (GENESIS, 0)
-        rows = []
-        for ev in chain(events, prev, seq):
-            d = ev.model_dump(mode="json")
-            d["detail"] = _dumps(d["detail"])
-            rows.append(tuple(d[k] for k in _EVENT_COLS))
-        db.executemany(
-            f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
-            f"VALUES ({', '.join('?' * len(_EVENT_COLS))})", rows,
-        )
-        db.execute("UPDATE runs SET log_count = ?, log_head = ? WHERE run_id = ?",
-                   (seq + len(rows), rows[-1][-1], run_id))
 
     def _decide(self, db: sqlite3.Connection, run_id: str,
                 decision: tuple[str, str, str | None, str | None, float]) -> None:
@@ -247,11 +249,19 @@ class SQLiteStore(Store):
 
     def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
         self._exists(run_id)
-        rows = self._read(
-            "SELECT body FROM messages WHERE run_id = ? AND idx >= ? AND idx < ? ORDER BY idx",
-            (run_id, start, end if end is not None else 2**62),
-        )
-        return [json.loads(r["body"]) for r in rows]
+        with self._lock:
+            try:
+                cur = self._db.execute(
+                    "SELECT body FROM messages WHERE run_id = ? AND idx >= ? AND idx < ? "
+                    "ORDER BY idx", (run_id, start, end if end is not None else 2**62),
+                )
+                bodies = [body for (body,) in cur]
+            except sqlite3.Error as exc:
+                raise StoreError(f"database {self.path!r}: {exc}") from None
+        # One parse of the whole range: resuming a long run reads every message, and a
+        # json.loads per message costs twice as much.
+        loaded: list[dict[str, Any]] = json.loads("[" + ",".join(bodies) + "]")
+        return loaded
 
     def view_record(self, run_id: str, step: int | None = None) -> ViewRecord | None:
         self._exists(run_id)
