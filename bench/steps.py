@@ -1,0 +1,329 @@
+"""Benchmark: what persisting every step costs, against the raw SQLite floor.
+
+An N-step loop — a trivial policy, one read-only tool with a ~200-byte result,
+every step committed to the SQLite store with ``synchronous=FULL`` — measured for
+several N, then the same rows written with plain ``sqlite3`` and no framework (the
+floor), so the figures read as ratios. Also: database bytes per step, the time to
+resume a long run up to its next policy call, and the time to load what the model
+saw at one step of it (``fsm show RUN --step N``).
+
+    python bench/steps.py              # the full benchmark (make bench)
+    python bench/steps.py --quick      # a few seconds: small N, a short long run
+
+Targets (issue 3): per step ≤ 2x the floor and flat from N=10 to N=1,000; bytes per
+step flat; resume of a 10,000-step run ≤ 100 ms; show-step ≤ 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from fsm import (
+    Action,
+    Budgets,
+    Engine,
+    SQLiteStore,
+    ToolSpec,
+    View,
+    WorkflowSpec,
+    define_workflow,
+)
+from fsm.store.schema import MIGRATIONS
+from fsm.view import view_at
+
+RUN = "bench"
+TARGETS = {"per_step_vs_floor": 2.0, "flat": 1.25, "resume_ms": 100.0, "show_ms": 50.0}
+
+
+# -- the workload -----------------------------------------------------------------------------
+
+class Fetch(BaseModel):
+    i: int
+
+
+def fetch(args: Fetch, ctx: Any) -> dict[str, Any]:
+    """A read-only tool with a result of about 200 bytes."""
+    return {"i": args.i, "text": "lorem ipsum dolor sit amet " * 6}
+
+
+def loop_spec() -> WorkflowSpec:
+    """One state, one tool; a final answer would finish it, budgets stop it."""
+    return define_workflow(
+        "bench-loop", transitions={"working": {}}, tools_by_state={"working": ["fetch"]},
+        initial="working", terminal=set(), finish_states={"working"},
+        tools=[ToolSpec("fetch", fetch, "Fetch item i.", Fetch)],
+    )
+
+
+class Halt(BaseException):
+    """Stops the engine mid-run the way a crash would: the run stays ``running``."""
+
+
+class Policy:
+    """Calls ``fetch`` with new arguments each step and notes when it is asked; once asked
+    for step ``stop_at`` it halts the process's engine (as if the process died)."""
+
+    def __init__(self, stop_at: int | None = None) -> None:
+        self.stop_at = stop_at
+        self.calls: list[float] = []
+
+    def __call__(self, view: View) -> Action:
+        self.calls.append(time.perf_counter())
+        if self.stop_at is not None and view.step >= self.stop_at:
+            raise Halt
+        return Action(tool="fetch", args={"i": view.step})
+
+
+def used_bytes(path: Path) -> int:
+    """Bytes of the database and its WAL after a checkpoint, less free pages."""
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    free = db.execute("PRAGMA freelist_count").fetchone()[0]
+    free *= db.execute("PRAGMA page_size").fetchone()[0]
+    db.close()
+    wal = path.with_name(path.name + "-wal")
+    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0) - free
+
+
+# -- the framework ------------------------------------------------------------------------------
+
+def framework(path: Path, steps: int, synchronous: str) -> dict[str, float]:
+    """Drive an N-step run; time per step and bytes per step."""
+    store = SQLiteStore(str(path), synchronous=synchronous)
+    policy = Policy()
+    engine = Engine(loop_spec(), store, policy, budgets=Budgets(max_steps=steps),
+                    max_repeats=None)
+    engine.start("go", run_id=RUN, drive=False)
+    before = used_bytes(path)
+    t0 = time.perf_counter()
+    run = engine.resume(RUN)
+    total = time.perf_counter() - t0
+    assert run.status == "budget_exhausted" and run.used.steps == steps, run
+    store.close()
+    # Steady state: from one policy call to the next (a whole step: commit, budget check,
+    # view, policy, gate, tool); the setup of resume is reported separately.
+    gaps = [b - a for a, b in zip(policy.calls, policy.calls[1:], strict=False)] or [total]
+    return {"ms_per_step": statistics.fmean(gaps) * 1000,
+            "ms_per_step_median": statistics.median(gaps) * 1000,
+            "ms_per_step_incl_setup": total / steps * 1000,
+            "bytes_per_step": (used_bytes(path) - before) / steps}
+
+
+# -- the floor: the same rows, plain sqlite3 ------------------------------------------------------
+
+def _rows_by_step(path: Path) -> tuple[str, list[tuple[list[tuple], tuple, list[tuple]]]]:
+    """The run's final snapshot, and per step: its messages, its view and its events."""
+    db = sqlite3.connect(path)
+    snapshot = db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (RUN,)).fetchone()[0]
+    messages = db.execute("SELECT run_id, idx, body FROM messages ORDER BY idx").fetchall()
+    views = db.execute("SELECT run_id, step, body FROM views ORDER BY step").fetchall()
+    cols = [r[1] for r in db.execute("PRAGMA table_info(events)")]
+    events: dict[int, list[tuple]] = {}
+    for row in db.execute(f"SELECT {', '.join(cols)} FROM events ORDER BY seq"):
+        events.setdefault(row[cols.index("step")], []).append(row)
+    db.close()
+    starts = [json.loads(v[2])["message_count"] for v in views] + [len(messages)]
+    steps = []
+    for i, view in enumerate(views):
+        msgs = [m for m in messages if starts[i] <= m[1] < starts[i + 1]]
+        steps.append((msgs, view, events.get(view[1], [])))
+    return snapshot, steps
+
+
+def floor(source: Path, path: Path, synchronous: str) -> dict[str, float]:
+    """Write ``source``'s step rows again, one transaction per step, with no framework."""
+    snapshot, steps = _rows_by_step(source)
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA synchronous = {synchronous}")
+    for script in MIGRATIONS:
+        db.executescript(script)
+    db.execute("INSERT INTO runs (run_id, workflow, status, version, snapshot, created_at, "
+               "updated_at) VALUES (?, 'bench-loop', 'running', 1, ?, 0, 0)", (RUN, snapshot))
+    cols = len(steps[0][2][0]) if steps and steps[0][2] else 0
+    times = []
+    for version, (msgs, view, events) in enumerate(steps, start=1):
+        t0 = time.perf_counter()
+        db.execute("BEGIN IMMEDIATE")
+        cur = db.execute(
+            "UPDATE runs SET status = 'running', version = ?, snapshot = ?, updated_at = ?, "
+            "log_count = ?, log_head = ? WHERE run_id = ? AND version = ?",
+            (version + 1, snapshot, float(version), version, "0" * 64, RUN, version))
+        assert cur.rowcount == 1
+        db.executemany("INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)", msgs)
+        db.execute("INSERT INTO views (run_id, step, body) VALUES (?, ?, ?)", view)
+        db.executemany(f"INSERT INTO events VALUES ({', '.join('?' * cols)})", events)
+        db.execute("COMMIT")
+        times.append(time.perf_counter() - t0)
+    db.close()
+    return {"ms_per_step": statistics.fmean(times) * 1000,
+            "ms_per_step_median": statistics.median(times) * 1000}
+
+
+# -- a long run: resume and show ------------------------------------------------------------------
+
+def long_run(path: Path, steps: int) -> None:
+    """A run of ``steps`` committed steps, left ``running`` as a crash leaves it."""
+    store = SQLiteStore(str(path), synchronous="OFF")  # the same rows, written faster
+    engine = Engine(loop_spec(), store, Policy(stop_at=steps + 1),
+                    budgets=Budgets(max_steps=None), max_repeats=None)
+    try:
+        engine.start("go", run_id=RUN)
+    except Halt:
+        pass
+    run = store.load_run(RUN)
+    assert run.status == "running" and run.step == steps, run
+    store.close()
+
+
+def resume_ms(path: Path, synchronous: str, repeat: int) -> list[float]:
+    """From ``Engine.resume`` (a new store connection, as a new process has) to the next
+    policy call."""
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        store = SQLiteStore(str(path), synchronous=synchronous)
+        policy = Policy(stop_at=0)
+        try:
+            Engine(loop_spec(), store, policy, budgets=Budgets(max_steps=None),
+                   max_repeats=None).resume(RUN)
+        except Halt:
+            pass
+        out.append((policy.calls[0] - t0) * 1000)
+        store.close()
+    return out
+
+
+def show_ms(path: Path, step: int, repeat: int) -> list[float]:
+    """``view_at`` of one step, from opening the store (as ``fsm show`` does)."""
+    spec = loop_spec()
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        store = SQLiteStore(str(path))
+        view = view_at(spec, store, RUN, step)
+        out.append((time.perf_counter() - t0) * 1000)
+        assert view is not None and view.step == step and len(view.messages) >= 2 * step - 1
+        store.close()
+    return out
+
+
+# -- the report -----------------------------------------------------------------------------------
+
+def measure(sizes: list[int], long_steps: int, repeat: int, synchronous: str,
+            workdir: Path) -> dict[str, Any]:
+    result: dict[str, Any] = {"synchronous": synchronous, "sqlite": sqlite3.sqlite_version,
+                              "python": sys.version.split()[0], "steps": {}}
+    for n in sizes:
+        fw, fl = [], []
+        for i in range(repeat):
+            src = workdir / f"fw-{n}-{i}.db"
+            fw.append(framework(src, n, synchronous))
+            fl.append(floor(src, workdir / f"floor-{n}-{i}.db", synchronous))
+        row = {k: statistics.median(r[k] for r in fw) for k in fw[0]}
+        row["floor_ms_per_step"] = statistics.median(r["ms_per_step"] for r in fl)
+        row["floor_ms_per_step_median"] = statistics.median(
+            r["ms_per_step_median"] for r in fl)
+        row["ratio_to_floor"] = row["ms_per_step"] / row["floor_ms_per_step"]
+        result["steps"][str(n)] = row
+    # Flatness from the median step (robust to the odd slow fsync); bytes from N >= 100,
+    # as below that a few partly filled pages weigh on a handful of steps.
+    per_step = [r["ms_per_step_median"] for r in result["steps"].values()]
+    per_byte = [r["bytes_per_step"] for n, r in result["steps"].items() if int(n) >= 100]
+    per_byte = per_byte or [r["bytes_per_step"] for r in result["steps"].values()]
+    result["per_step_spread"] = max(per_step) / min(per_step)
+    result["bytes_spread"] = max(per_byte) / min(per_byte)
+    path = workdir / "long.db"
+    t0 = time.perf_counter()
+    long_run(path, long_steps)
+    result["long_run"] = {"steps": long_steps, "build_s": time.perf_counter() - t0,
+                          "bytes": used_bytes(path)}
+    resumes = resume_ms(path, synchronous, max(repeat, 3))
+    result["resume_ms"] = statistics.median(resumes)
+    result["resume_ms_all"] = resumes
+    result["show_ms"] = statistics.median(show_ms(path, long_steps, max(repeat, 3)))
+    result["show_first_ms"] = statistics.median(show_ms(path, 1, max(repeat, 3)))
+    result["targets_met"] = {
+        "per_step_within_2x_floor": all(r["ratio_to_floor"] <= TARGETS["per_step_vs_floor"]
+                                        for r in result["steps"].values()),
+        "per_step_flat": result["per_step_spread"] <= TARGETS["flat"],
+        "bytes_per_step_flat": result["bytes_spread"] <= TARGETS["flat"],
+        "resume_within_100ms": result["resume_ms"] <= TARGETS["resume_ms"],
+        "show_within_50ms": result["show_ms"] <= TARGETS["show_ms"],
+    }
+    return result
+
+
+def table(r: dict[str, Any]) -> str:
+    lines = [f"fsm step benchmark — synchronous={r['synchronous']}, SQLite {r['sqlite']}, "
+             f"Python {r['python']}", "",
+             f"{'N':>6} {'ms/step':>9} {'median':>8} {'floor ms':>9} {'median':>8} "
+             f"{'ratio':>6} {'incl. setup':>12} {'bytes/step':>11}"]
+    for n, row in r["steps"].items():
+        lines.append(f"{n:>6} {row['ms_per_step']:>9.3f} {row['ms_per_step_median']:>8.3f} "
+                     f"{row['floor_ms_per_step']:>9.3f} {row['floor_ms_per_step_median']:>8.3f} "
+                     f"{row['ratio_to_floor']:>5.2f}x {row['ms_per_step_incl_setup']:>12.3f} "
+                     f"{row['bytes_per_step']:>11.0f}")
+    lr = r["long_run"]
+    lines += [
+        "",
+        f"median step, max/min over N: {r['per_step_spread']:.2f}; "
+        f"bytes/step, max/min over N >= 100: {r['bytes_spread']:.2f}",
+        f"long run: {lr['steps']:,} steps, {lr['bytes'] / 1e6:.1f} MB",
+        f"resume to next policy call: {r['resume_ms']:.1f} ms",
+        f"show step {lr['steps']:,} (view_at): {r['show_ms']:.1f} ms; "
+        f"show step 1: {r['show_first_ms']:.1f} ms",
+        "",
+        "targets: " + ", ".join(f"{k} {'yes' if v else 'NO'}"
+                                for k, v in r["targets_met"].items()),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a bounded run of a few seconds (N=10,50; a 300-step long run)")
+    parser.add_argument("--sizes", default=None, help="comma-separated N (default 10,100,1000)")
+    parser.add_argument("--long-steps", type=int, default=None,
+                        help="steps of the long run (default 10000)")
+    parser.add_argument("--repeat", type=int, default=None, help="repetitions (median)")
+    parser.add_argument("--synchronous", default="FULL", help="SQLite synchronous mode")
+    parser.add_argument("--json", action="store_true", help="print only the JSON")
+    parser.add_argument("--json-out", default=None, help="also write the JSON to this file")
+    parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
+    a = parser.parse_args(argv)
+    sizes = [int(s) for s in (a.sizes or ("10,50" if a.quick else "10,100,1000")).split(",")]
+    long_steps = a.long_steps or (300 if a.quick else 10_000)
+    repeat = a.repeat or (1 if a.quick else 3)
+    workdir = Path(a.dir or tempfile.mkdtemp(prefix="fsm-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        result = measure(sizes, long_steps, repeat, a.synchronous.upper(), workdir)
+    finally:
+        if a.dir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+    blob = json.dumps(result, indent=2)
+    if a.json_out:
+        Path(a.json_out).write_text(blob + "\n")
+    if not a.json:
+        print(table(result), end="\n\n")
+    print(blob)
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.pop("FSM_FAULT", None)
+    sys.exit(main())
