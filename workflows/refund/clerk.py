@@ -23,11 +23,18 @@ def _last_result(view: View, tool: str) -> dict[str, Any] | None:
 
 
 def _decision(view: View) -> dict[str, Any] | None:
-    for msg in reversed(view.messages):
-        args = msg.get("args") or {}
-        if msg.get("tool") == "advance" and args.get("event") in ("small_refund", "large_refund"):
-            return args
-    return None
+    """The refund decision the workflow accepted (a refused attempt does not count)."""
+    decided, attempt = None, None
+    for msg in view.messages:
+        if msg.get("tool") != "advance":
+            continue
+        if msg.get("role") == "assistant":
+            args = msg.get("args") or {}
+            refund = args.get("event") in ("small_refund", "large_refund")
+            attempt = args if refund else None
+        elif attempt is not None and "result" in msg:
+            decided, attempt = attempt, None
+    return decided
 
 
 def _rupees(paise: int) -> str:
@@ -54,7 +61,8 @@ def clerk(view: View) -> Action:
     if view.state == "refunding":
         d = _decision(view) or {}
         return Action(tool="refund_item", args={
-            "order_id": order_id, "item_id": d.get("item_id"), "amount_paise": d.get("amount_paise"),
+            "order_id": order_id, "item_id": d.get("item_id"),
+            "amount_paise": d.get("amount_paise"),
         })
     if view.state == "replying":
         return Action(tool="send_reply", args={"text": _reply(view, order or {}, policy or {})})
