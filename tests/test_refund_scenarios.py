@@ -234,3 +234,24 @@ def test_a_large_refund_waits_with_the_decision_as_the_pending_request(
     (approval,) = store.approvals("r2")
     assert approval.args == run.pending.args and approval.decision is None
     assert shop.ledger() == []
+
+
+def test_the_clerk_refunds_the_accepted_decision_not_a_later_refused_one(
+    shop: Shop, spec: WorkflowSpec, store: MemoryStore
+) -> None:
+    # A stray decision fired in `refunding` is refused; the clerk must not copy it.
+    stray = {"tool": "advance", "args": {"event": "small_refund", "item_id": "kettle-1",
+                                         "amount_paise": 100}}
+
+    def policy(view: Any) -> Any:
+        if view.state == "refunding" and not any(
+            m.get("args") == stray["args"] for m in view.messages
+        ):
+            return stray
+        return clerk(view)
+
+    run = Engine(spec, store, policy).start("Order A-1001: broken", user="asha", run_id="c")
+
+    assert run.status == "done"
+    assert [r["amount_paise"] for r in shop.ledger()] == [35_000]
+    assert [e.event for e in store.events("c") if e.kind == "refusal"] == ["small_refund"]
