@@ -184,3 +184,36 @@ def policy_log(path: str | Path) -> list[tuple[int, int]]:
     if not p.exists():
         return []
     return [(int(a), int(b)) for a, b in (line.split() for line in p.read_text().splitlines())]
+
+
+# -- a workflow with a write that is not retry-safe (`fsm run crashkit:TICKETS`) ----------------
+
+def _tickets() -> Any:
+    from pydantic import BaseModel
+
+    from fsm import ToolSpec, define_workflow
+
+    class Ticket(BaseModel):
+        title: str
+
+    def file_ticket(args: Ticket, ctx: Any) -> dict[str, Any]:
+        """Files a ticket in ``$CRASHKIT_TICKETS``: no idempotency key honoured."""
+        with open(os.environ["CRASHKIT_TICKETS"], "a") as f:
+            f.write(f"{ctx.key} {args.title}\n")
+        return {"filed": args.title}
+
+    return define_workflow(
+        "tickets", transitions={"open": {"filed": "closed"}},
+        tools_by_state={"open": ["file_ticket"]}, initial="open",
+        tools=[ToolSpec("file_ticket", file_ticket, "File a ticket.", Ticket, write=True,
+                        retry_safe=False, emits=lambda r: "filed", emits_events=("filed",))],
+    )
+
+
+TICKETS = _tickets()
+
+
+def ticket_clerk(view: View) -> Any:
+    from fsm import Action
+
+    return Action(tool="file_ticket", args={"title": "printer on fire"})

@@ -325,3 +325,25 @@ def test_seed_scenario_large_refund_is_approved_by_a_separate_process(tmp_path: 
     ledger = run_fsm_module_ledger(db)
     assert [(p["order_id"], p["amount_paise"], p["idempotency_key"]) for p in ledger] == [
         ("A-1002", 180_000, "big:6")]
+
+
+# -- a write that is not retry-safe ---------------------------------------------------------------
+
+def test_a_write_that_is_not_retry_safe_is_handed_over_in_doubt(tmp_path: Path) -> None:
+    db, tickets = str(tmp_path / "runs.db"), tmp_path / "tickets.txt"
+    env = {"CRASHKIT_TICKETS": str(tickets)}
+    first = fork_fsm("run", "crashkit:TICKETS", "the printer is on fire", "--run-id", RUN,
+                     "--policy", "crashkit:ticket_clerk", "--db", db,
+                     env={**env, "FSM_FAULT": "after_tool_before_commit@1"})
+    assert first.killed, first
+    assert tickets.read_text() == f"{RUN}:1 printer on fire\n"
+    resumed = fork_fsm("resume", RUN, "--db", db, "--json", env=env)
+    assert resumed.code == 0, resumed
+    report = json.loads(resumed.stdout)
+    assert (report["status"], report["reason"]) == ("handed_over", f"in doubt: file_ticket {RUN}:1")
+    assert tickets.read_text() == f"{RUN}:1 printer on fire\n"  # not called again
+    store = SQLiteStore(db)
+    eff = store.effect(f"{RUN}:1")
+    assert eff is not None and eff.status == "STARTED"  # still unknown: a person must look
+    assert audit(store, RUN).ok
+    store.close()
