@@ -224,9 +224,14 @@ class Engine:
             b.tool_result(tool.name, error=error)
             return
         b.tool_result(tool.name, result=result)
-        if tool.remember is not None:
-            b.set(facts={**b.run.facts, **tool.remember(args, result, b.run.facts)})
-        event = tool.emits(result) if tool.emits is not None else None
+        try:
+            if tool.remember is not None:
+                b.set(facts={**b.run.facts, **tool.remember(args, result, b.run.facts)})
+            event = tool.emits(result) if tool.emits is not None else None
+        except Exception as exc:
+            # The tool ran (its result is recorded); the workflow's own code failed on it.
+            b.stop("failed", f"{tool.name}: reading its result raised {type(exc).__name__}: {exc}")
+            return
         if event:
             self.fire(b, event, {}, by_model=False)
 

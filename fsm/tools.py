@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -65,7 +67,12 @@ class ToolSpec:
         return bool(self.approval)
 
     def schema(self) -> dict[str, Any]:
-        """The JSON schema the model sees for this tool."""
+        """The JSON schema the model sees for this tool (a fresh copy each call)."""
+        return copy.deepcopy(self._schema)
+
+    @cached_property
+    def _schema(self) -> dict[str, Any]:
+        # Built once: pydantic's schema generation would otherwise cost a third of a step.
         params = self.args.model_json_schema()
         params.pop("title", None)
         return {"name": self.name, "description": self.description, "parameters": params}

@@ -76,6 +76,10 @@ class Shop:
                  self.clock() - delivered_days_ago * DAY),
             )
 
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
     def _tx(self) -> _Tx:
         return _Tx(self)
 
