@@ -9,6 +9,7 @@ appending its own rows.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -17,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunLocked, RunNotFound
-from fsm.run import RunState
+from fsm.run import RunState, canonical
 from fsm.store.base import (
     Approval,
     Effect,
@@ -25,7 +26,6 @@ from fsm.store.base import (
     StepCommit,
     Store,
     ViewRecord,
-    chain,
 )
 from fsm.store.lease import lease_is_free
 from fsm.store.schema import MIGRATIONS, StoreError
@@ -38,6 +38,10 @@ _APPROVAL_COLS = (
     "approval_id", "run_id", "step", "tool", "args", "args_hash", "run_version",
     "requested_at", "expires_at", "decision", "reviewer", "note", "decided_at",
 )
+
+
+_INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
+                 f"VALUES ({', '.join('?' * len(_EVENT_COLS))})")
 
 
 def _dumps(value: Any) -> str:
@@ -201,18 +205,18 @@ class SQLiteStore(Store):
     def _append_events(self, db: sqlite3.Connection, run_id: str, events: list[Event],
                        count: int, head: str) -> tuple[int, str]:
         """Chain ``events`` onto the log; the new (count, head)."""
-        if not events:
-            return count, head
         rows = []
-        for ev in chain(events, head, count):
-            d = ev.model_dump(mode="json")
-            d["detail"] = _dumps(d["detail"])
-            rows.append(tuple(d[k] for k in _EVENT_COLS))
-        db.executemany(
-            f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
-            f"VALUES ({', '.join('?' * len(_EVENT_COLS))})", rows,
-        )
-        return count + len(rows), str(rows[-1][-1])
+        for seq, ev in enumerate(events, start=count):
+            # The hash is taken over the JSON form of the row, exactly what is stored and
+            # what Event.compute_hash() sees when the row is read back.
+            body = ev.model_dump(mode="json", exclude={"hash"})
+            body["seq"], body["prev_hash"] = seq, head
+            head = hashlib.sha256((head + canonical(body)).encode()).hexdigest()
+            body["hash"], body["detail"] = head, _dumps(body["detail"])
+            rows.append(tuple(body[k] for k in _EVENT_COLS))
+        if rows:
+            db.executemany(_INSERT_EVENT, rows)
+        return count + len(rows), head
 
     def _approvals(self, db: sqlite3.Connection, run_id: str, c: StepCommit) -> None:
         if c.new_approval is not None:
