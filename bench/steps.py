@@ -172,6 +172,23 @@ def floor(source: Path, path: Path, synchronous: str) -> dict[str, float]:
             "ms_per_step_median": statistics.median(times) * 1000}
 
 
+def commit_ms(path: Path, synchronous: str, commits: int = 50) -> float:
+    """The median time of a one-row commit: what the disk's flush costs right now."""
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode = WAL")
+    db.execute(f"PRAGMA synchronous = {synchronous}")
+    db.execute("CREATE TABLE IF NOT EXISTS probe (n INTEGER)")
+    times = []
+    for n in range(commits):
+        t0 = time.perf_counter()
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("INSERT INTO probe VALUES (?)", (n,))
+        db.execute("COMMIT")
+        times.append(time.perf_counter() - t0)
+    db.close()
+    return statistics.median(times) * 1000
+
+
 # -- a long run: resume and show ------------------------------------------------------------------
 
 def long_run(path: Path, steps: int) -> None:
@@ -226,17 +243,26 @@ def measure(sizes: list[int], long_steps: int, repeat: int, synchronous: str,
             workdir: Path) -> dict[str, Any]:
     result: dict[str, Any] = {"synchronous": synchronous, "sqlite": sqlite3.sqlite_version,
                               "python": sys.version.split()[0], "steps": {}}
+    framework(workdir / "warm-up.db", 20, "OFF")  # first calls (imports, caches) not counted
     for n in sizes:
-        fw, fl = [], []
+        fw, fl, probes = [], [], []
         for i in range(repeat):
             src = workdir / f"fw-{n}-{i}.db"
+            probes.append(commit_ms(workdir / "probe.db", synchronous))
             fw.append(framework(src, n, synchronous))
             fl.append(floor(src, workdir / f"floor-{n}-{i}.db", synchronous))
         row = {k: statistics.median(r[k] for r in fw) for k in fw[0]}
+        row["disk_commit_ms"] = statistics.median(probes)
         row["floor_ms_per_step"] = statistics.median(r["ms_per_step"] for r in fl)
         row["floor_ms_per_step_median"] = statistics.median(
             r["ms_per_step_median"] for r in fl)
         row["ratio_to_floor"] = row["ms_per_step"] / row["floor_ms_per_step"]
+        # The same without flushing (synchronous=OFF): the CPU a step costs, which a
+        # busy disk cannot blur.
+        cpu = framework(workdir / f"cpu-{n}.db", n, "OFF")
+        row["cpu_ms_per_step_median"] = cpu["ms_per_step_median"]
+        row["cpu_floor_ms_per_step_median"] = floor(
+            workdir / f"cpu-{n}.db", workdir / f"cpu-floor-{n}.db", "OFF")["ms_per_step_median"]
         result["steps"][str(n)] = row
     # Flatness from the median step (robust to the odd slow fsync); bytes from N >= 100,
     # as below that a few partly filled pages weigh on a handful of steps.
@@ -244,6 +270,8 @@ def measure(sizes: list[int], long_steps: int, repeat: int, synchronous: str,
     per_byte = [r["bytes_per_step"] for n, r in result["steps"].items() if int(n) >= 100]
     per_byte = per_byte or [r["bytes_per_step"] for r in result["steps"].values()]
     result["per_step_spread"] = max(per_step) / min(per_step)
+    cpu = [r["cpu_ms_per_step_median"] for r in result["steps"].values()]
+    result["cpu_per_step_spread"] = max(cpu) / min(cpu)
     result["bytes_spread"] = max(per_byte) / min(per_byte)
     path = workdir / "long.db"
     t0 = time.perf_counter()
@@ -270,22 +298,29 @@ def table(r: dict[str, Any]) -> str:
     lines = [f"fsm step benchmark — synchronous={r['synchronous']}, SQLite {r['sqlite']}, "
              f"Python {r['python']}", "",
              f"{'N':>6} {'ms/step':>9} {'median':>8} {'floor ms':>9} {'median':>8} "
-             f"{'ratio':>6} {'incl. setup':>12} {'bytes/step':>11}"]
+             f"{'ratio':>6} {'incl. setup':>12} {'bytes/step':>11} {'1-row commit':>13}"]
     for n, row in r["steps"].items():
         lines.append(f"{n:>6} {row['ms_per_step']:>9.3f} {row['ms_per_step_median']:>8.3f} "
                      f"{row['floor_ms_per_step']:>9.3f} {row['floor_ms_per_step_median']:>8.3f} "
                      f"{row['ratio_to_floor']:>5.2f}x {row['ms_per_step_incl_setup']:>12.3f} "
-                     f"{row['bytes_per_step']:>11.0f}")
+                     f"{row['bytes_per_step']:>11.0f} {row['disk_commit_ms']:>10.3f} ms")
+    lines += ["", "without flushing (synchronous=OFF), median ms per step:"]
+    for n, row in r["steps"].items():
+        lines.append(f"{n:>6} fsm {row['cpu_ms_per_step_median']:.3f}, "
+                     f"floor {row['cpu_floor_ms_per_step_median']:.3f}")
     lr = r["long_run"]
     lines += [
         "",
         f"median step, max/min over N: {r['per_step_spread']:.2f}; "
-        f"bytes/step, max/min over N >= 100: {r['bytes_spread']:.2f}",
+        f"bytes/step, max/min over N >= 100: {r['bytes_spread']:.2f}; "
+        f"CPU per step, max/min over N: {r['cpu_per_step_spread']:.2f}",
         f"long run: {lr['steps']:,} steps, {lr['bytes'] / 1e6:.1f} MB",
         f"resume to next policy call: {r['resume_ms']:.1f} ms",
         f"show step {lr['steps']:,} (view_at): {r['show_ms']:.1f} ms; "
         f"show step 1: {r['show_first_ms']:.1f} ms",
         "",
+        "(1-row commit: a bare one-row transaction just before, i.e. the disk's flush "
+        "cost;\n if it moved between rows, so did every figure)",
         "targets: " + ", ".join(f"{k} {'yes' if v else 'NO'}"
                                 for k, v in r["targets_met"].items()),
     ]

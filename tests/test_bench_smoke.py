@@ -26,10 +26,12 @@ def test_the_quick_benchmark_reports_every_figure(tmp_path: Path) -> None:
     for row in result["steps"].values():
         for key in ("ms_per_step", "ms_per_step_median", "ms_per_step_incl_setup",
                     "bytes_per_step", "floor_ms_per_step", "floor_ms_per_step_median",
-                    "ratio_to_floor"):
+                    "ratio_to_floor", "disk_commit_ms", "cpu_ms_per_step_median",
+                    "cpu_floor_ms_per_step_median"):
             assert isinstance(row[key], float) and row[key] > 0, (key, row)
     assert result["long_run"]["steps"] == 150 and result["long_run"]["bytes"] > 0
-    for key in ("resume_ms", "show_ms", "show_first_ms", "per_step_spread", "bytes_spread"):
+    for key in ("resume_ms", "show_ms", "show_first_ms", "per_step_spread", "bytes_spread",
+                "cpu_per_step_spread"):
         assert isinstance(result[key], float) and result[key] > 0, key
     assert set(result["targets_met"]) == {
         "per_step_within_2x_floor", "per_step_flat", "bytes_per_step_flat",
