@@ -166,15 +166,20 @@ def run_fsm(*argv: str, env: dict[str, str] | None = None, timeout: float = 60) 
 # -- policies for `fsm run --policy crashkit:<name>` --------------------------------------
 
 def logged_clerk(view: View) -> Any:
-    """The refund clerk, noting ``pid step`` of every call in ``$CRASHKIT_LOG`` and
-    sleeping ``$CRASHKIT_DELAY`` seconds first (to make two processes overlap)."""
+    """The refund clerk, noting ``pid step`` of every call in ``$CRASHKIT_LOG``.
+
+    With ``$CRASHKIT_HOLD`` set, each call first waits (up to a minute) until that file
+    exists: the process stays in the middle of its run, holding it, for as long as a
+    test needs another process to meet it there.
+    """
     log = os.environ.get("CRASHKIT_LOG")
     if log:
         with open(log, "a") as f:
             f.write(f"{os.getpid()} {view.step}\n")
-    delay = float(os.environ.get("CRASHKIT_DELAY") or 0)
-    if delay:
-        time.sleep(delay)
+    hold = os.environ.get("CRASHKIT_HOLD")
+    deadline = time.monotonic() + 60
+    while hold and not os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return clerk(view)
 
 

@@ -1,9 +1,11 @@
 """Two processes on one run at once: exactly one drives it, the other stops with a clear
-message, and no tool runs twice. A slow policy makes the overlap certain."""
+message, and no tool runs twice. The process that takes the run holds it in its first
+policy call until the other has given up, so the overlap is certain, not timed."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -27,15 +29,27 @@ def _created(db: str, goal: str, user: str, *, fault: str | None) -> None:
     assert e.killed if fault else e.code == 0, e
 
 
-def _race(db: str, log: str, *argv: str) -> list[tuple[int, int, str, str]]:
-    """Start two ``fsm ARGV`` processes at once; (pid, exit code, stdout, stderr) of each."""
-    env = {"CRASHKIT_LOG": log, "CRASHKIT_DELAY": "0.15"}
-    procs = [popen_fsm(*argv, "--db", db, env=env) for _ in range(2)]
-    out = []
-    for p in procs:
-        stdout, stderr = p.communicate(timeout=60)
-        out.append((p.pid, p.returncode, stdout, stderr))
-    return out
+def _race(tmp_path: Path, *argv: str) -> tuple[list[tuple[int, int, str, str]], str]:
+    """Start two ``fsm ARGV`` processes at once. Whichever takes the run first holds it in
+    its first policy call until the other has exited; then it may finish. Returns
+    (pid, exit code, stdout, stderr) of the one that exited first, then the other, and
+    the policy log."""
+    log, hold = tmp_path / "policy.log", tmp_path / "release"
+    env = {"CRASHKIT_LOG": str(log), "CRASHKIT_HOLD": str(hold)}
+    procs = [popen_fsm(*argv, "--db", str(tmp_path / "runs.db"), env=env) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 60
+        while all(p.poll() is None for p in procs):
+            assert time.monotonic() < deadline, "neither process stopped"
+            time.sleep(0.01)
+        first = next(p for p in procs if p.poll() is not None)
+        second = next(p for p in procs if p is not first)
+        out = [(first.pid, first.returncode, *first.communicate())]
+        assert second.poll() is None, "both processes stopped before either was released"
+    finally:
+        hold.touch()
+    out.append((second.pid, second.wait(60), *second.communicate()))
+    return out, str(log)
 
 
 def _paid_once(db: str, amount: int) -> None:
@@ -52,30 +66,28 @@ def _paid_once(db: str, amount: int) -> None:
 
 
 def test_two_resumes_at_once_one_drives_the_other_is_told(tmp_path: Path) -> None:
-    db, log = str(tmp_path / "runs.db"), str(tmp_path / "policy.log")
+    db = str(tmp_path / "runs.db")
     _created(db, SMALL, "asha", fault="before_policy@1")  # the run exists, nothing done
-    (pid_a, code_a, out_a, err_a), (pid_b, code_b, out_b, err_b) = _race(db, log, "resume", "r")
-    assert sorted([code_a, code_b]) == [0, 1], (out_a, err_a, out_b, err_b)
-    winner, (loser_out, loser_err) = (pid_a, (out_b, err_b)) if code_a == 0 else (
-        pid_b, (out_a, err_a))
-    assert loser_out == ""
-    assert loser_err.startswith("error: run 'r' ") and LOCKED in loser_err, loser_err
-    assert f":{winner}:" in loser_err  # it names the process that holds the run
-    assert "Traceback" not in loser_err
+    (loser, winner), log = _race(tmp_path, "resume", "r")
+    pid, code, out, err = loser
+    assert (code, out) == (1, ""), loser
+    assert err.startswith("error: run 'r' ") and LOCKED in err, err
+    assert f":{winner[0]}:" in err  # it names the process that holds the run
+    assert "Traceback" not in err
+    assert winner[1] == 0 and "status   done" in winner[2], winner
     # Every policy call came from the winner, once per step.
-    assert policy_log(log) == [(winner, s) for s in range(1, 8)]
+    assert policy_log(log) == [(winner[0], s) for s in range(1, 8)]
     _paid_once(db, 35_000)
 
 
 def test_two_supervisors_approving_at_once_pay_once(tmp_path: Path) -> None:
-    db, log = str(tmp_path / "runs.db"), str(tmp_path / "policy.log")
+    db = str(tmp_path / "runs.db")
     _created(db, LARGE, "ravi", fault=None)
-    results = _race(db, log, "approve", "r", "--reviewer", "priya", "--note", "checked")
-    codes = sorted(code for _, code, _, _ in results)
-    assert codes == [0, 1], results
-    loser_err = next(err for _, code, _, err in results if code == 1)
-    # The loser either found the run locked, or (if it came after) nothing to decide.
-    assert LOCKED in loser_err or "not waiting for a decision" in loser_err, loser_err
+    (loser, winner), log = _race(tmp_path, "approve", "r", "--reviewer", "priya", "--note",
+                                 "checked")
+    assert loser[1] == 1 and LOCKED in loser[3], loser
+    assert winner[1] == 0 and "status   done" in winner[2], winner
+    assert policy_log(log)[-2:] == [(winner[0], 6), (winner[0], 7)]
     store = SQLiteStore(db)
     decisions = [e for e in store.events("r") if e.kind == "decision"]
     assert [(d.reviewer, d.detail["decision"]) for d in decisions] == [("priya", "approved")]
