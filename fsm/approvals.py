@@ -6,6 +6,7 @@ version it was made for, is decided once, and expires at an absolute time.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import TYPE_CHECKING
 
 from fsm.errors import (
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
     from fsm.engine import Engine
 
 
+def _iso(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
 def _approval(engine: Engine, run: RunState) -> Approval:
     assert run.pending is not None
     for a in engine.store.approvals(run.run_id, pending_only=False):
@@ -36,6 +41,14 @@ def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
                    note: str) -> RunState:
     """Check the decision, record it and act on it, in one commit."""
     if run.status != "awaiting_approval" or run.pending is None:
+        decided = engine.store.approvals(run.run_id, pending_only=False)
+        if decided and decided[-1].decision == "expired" and run.status != "running":
+            last = decided[-1]
+            raise ApprovalExpired(
+                f"run {run.run_id!r}: approval {last.approval_id} expired at "
+                f"{_iso(last.expires_at)} and the run moved on (status: {run.status}, "
+                f"state: {run.state})", run_id=run.run_id, state=run.state,
+            )
         raise NothingPending(
             f"run {run.run_id!r} is not waiting for a decision (status: {run.status}, "
             f"state: {run.state})", run_id=run.run_id, state=run.state,
@@ -59,7 +72,7 @@ def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
         expire_if_due(engine, run)
         raise ApprovalExpired(
             f"run {run.run_id!r}: approval {approval.approval_id} expired at "
-            f"{approval.expires_at:.0f}; the run was handed over", run_id=run.run_id,
+            f"{_iso(approval.expires_at)}; the run was handed over", run_id=run.run_id,
             state=run.state,
         )
     subject = fingerprint(run.pending.subject())

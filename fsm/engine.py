@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fsm.errors import DefinitionChanged, InvalidRunState
+from fsm.errors import DefinitionChanged, InvalidRunState, RunLocked
 from fsm.faults import fault
 from fsm.gate import Call, Finish, Fire, Gate, Pause, Refuse
 from fsm.policy import Action, PolicyFn, PolicyUnavailable, Usage, as_action
@@ -90,18 +90,25 @@ class Engine:
             run = apply_decision(self, run, approved, reviewer, note)
             return self._drive(run) if run.status == "running" else run
 
-    def sweep(self) -> list[str]:
-        """Apply every expired approval; return the ids of the runs it touched."""
+    def sweep(self, skipped: list[tuple[str, str]] | None = None) -> list[str]:
+        """Apply every expired approval; return the ids of the runs it touched.
+
+        A run that cannot be touched now (driven by another process, or pinned to another
+        definition) is left for the next sweep and reported in ``skipped`` as (run, why).
+        """
         touched = []
         now = self.clock()
         for a in self.store.approvals(pending_only=True):
-            if a.expires_at <= now:
-                run = self.store.load_run(a.run_id)
-                if run.workflow != self.spec.name:
-                    continue
+            if a.expires_at > now or self.store.load_run(a.run_id).workflow != self.spec.name:
+                continue
+            try:
                 with self._lease(a.run_id):
                     self._expire_if_due(self._load(a.run_id))
-                touched.append(a.run_id)
+            except (RunLocked, DefinitionChanged) as exc:
+                if skipped is not None:
+                    skipped.append((a.run_id, str(exc)))
+                continue
+            touched.append(a.run_id)
         return touched
 
     def transcript(self, run_id: str) -> list[dict[str, Any]]:

@@ -114,7 +114,8 @@ def test_sweep_expires_old_approvals(db: Path) -> None:
     later = {"FSM_CLOCK_OFFSET": str(73 * 3600)}
     swept = fsm_json(db, "sweep", env=later)
     assert swept == [{"run_id": "old", "status": "handed_over", "state": "handed_over"}]
-    one_line_error(fsm(db, "approve", "old", "--reviewer", "priya"), "not waiting")
+    one_line_error(fsm(db, "approve", "old", "--reviewer", "priya"), "expired at",
+                   "the run moved on (status: handed_over")
     assert Shop(str(db)).ledger() == []
 
 

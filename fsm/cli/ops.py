@@ -12,7 +12,7 @@ from fsm.registry import load_workflow
 from fsm.run import Budgets, RunState
 from fsm.store import SQLiteStore
 
-from .app import DB_HELP, JSON_HELP, app, console, print_json
+from .app import DB_HELP, JSON_HELP, app, console, err_console, print_json
 from .context import (
     UsageError,
     clock,
@@ -153,9 +153,12 @@ def sweep_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
         by_workflow.setdefault(run.workflow, run)
     for run in by_workflow.values():
         engine = Engine(spec_for_run(store, run), store, clock=clock)
-        for run_id in engine.sweep():
+        skipped: list[tuple[str, str]] = []
+        for run_id in engine.sweep(skipped):
             after = store.load_run(run_id)
             touched.append({"run_id": run_id, "status": after.status, "state": after.state})
+        for run_id, why in skipped:
+            err_console.print(f"skipped {run_id}: {why}", markup=False)
     if as_json:
         print_json(touched)
         return
