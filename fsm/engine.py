@@ -117,14 +117,18 @@ class Engine:
     # -- the loop ---------------------------------------------------------------------
 
     def _drive(self, run: RunState) -> RunState:
+        # Only the first step after loading can find a write claimed by a process that
+        # died: while this engine holds the lease, nobody else claims this run's keys.
+        first = True
         while run.status == "running":
-            run = self._step(run)
+            run = self._step(run, look_for_claim=first)
+            first = False
         return run
 
-    def _step(self, run: RunState) -> RunState:
+    def _step(self, run: RunState, *, look_for_claim: bool = True) -> RunState:
         started = time.monotonic()
         step = run.step + 1
-        claimed = self.store.effect(f"{run.run_id}:{step}")
+        claimed = self.store.effect(f"{run.run_id}:{step}") if look_for_claim else None
         if claimed is not None and claimed.status == "STARTED":
             return self._recover(run, claimed, started)
         reason = run.used.exhausted(run.budgets)

@@ -166,6 +166,11 @@ class WorkflowSpec(BaseModel):
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @cached_property
+    def view_cache(self) -> dict[Any, Any]:
+        """Per-spec memo of things the view rebuilds every step (tool schemas)."""
+        return {}
+
+    @cached_property
     def machine(self) -> Any:
         """The compiled ``transitions`` machine (built once per workflow)."""
         from fsm.machine import WorkflowMachine

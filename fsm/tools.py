@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -67,8 +66,8 @@ class ToolSpec:
         return bool(self.approval)
 
     def schema(self) -> dict[str, Any]:
-        """The JSON schema the model sees for this tool (a fresh copy each call)."""
-        return copy.deepcopy(self._schema)
+        """The JSON schema the model sees for this tool. Shared: treat it as read-only."""
+        return self._schema
 
     @cached_property
     def _schema(self) -> dict[str, Any]:

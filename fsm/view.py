@@ -47,10 +47,15 @@ def offered(spec: WorkflowSpec, state: str) -> tuple[list[str], list[str]]:
 
 
 def tool_schemas(spec: WorkflowSpec, tools: list[str], events: list[str]) -> list[dict[str, Any]]:
-    schemas = [spec.tools[name].schema() for name in tools]
-    if events:
-        schemas.append(advance_schema(spec, events))
-    return schemas
+    """The schemas offered: built once per (tools, events) and shared — treat as read-only."""
+    key = (tuple(tools), tuple(events))
+    cached = spec.view_cache.get(key)
+    if cached is None:
+        cached = [spec.tools[name].schema() for name in tools]
+        if events:
+            cached.append(advance_schema(spec, events))
+        spec.view_cache[key] = cached
+    return list(cached)
 
 
 def compacted(messages: list[dict[str, Any]], compaction: dict[str, Any] | None) -> list[dict]:
