@@ -22,8 +22,9 @@ def test_readme_names_the_two_commands() -> None:
 
 
 def test_cli_commands_in_readme_exist() -> None:
-    from fsm.cli import app
     from typer.main import get_command
+
+    from fsm.cli import app
 
     group = get_command(app)
     named = set(re.findall(r"^fsm (\w+)", README.read_text(), flags=re.M))
