@@ -167,7 +167,7 @@ class Diagram:
 #: Annotation key → what it means; every renderer draws its own symbol for each key.
 LEGEND: tuple[tuple[str, str], ...] = (
     ("initial", "the state every run starts in"),
-    ("money", "money moves here: a tool tagged moves_money may run"),
+    ("money", "a tool tagged moves_money may run here"),
     ("write", "a write tool may run here (it changes the world outside the run)"),
     ("person", "the run pauses here until a person decides; the model cannot leave"),
     ("approval", "a tool here waits for a person's approval before it runs"),

@@ -161,15 +161,19 @@ def _edge_attrs(d: Diagram, e: Edge) -> dict[str, str]:
     return attrs
 
 
-def _legend(d: Diagram) -> str:
+def _legend(d: Diagram, title: str) -> str:
     rows = []
     for key, text in LEGEND + (RUN_LEGEND if d.overlay is not None else ()):
         symbol, attrs = MARKS.get(key, (EDGE_WORDS.get(key, key), {}))
         fill = attrs.get("fillcolor", "white")
         rows.append(f'<tr><td bgcolor="{fill}" align="left">{_html(symbol)}</td>'
                     f'<td align="left">{_html(text)}</td></tr>')
-    return ('<<table border="0" cellborder="1" cellspacing="0" cellpadding="3">'
-            '<tr><td colspan="2"><b>legend</b></td></tr>' + "".join(rows) + "</table>>")
+    return ('<<table border="0" cellborder="0" cellspacing="0" cellpadding="0">'
+            f'<tr><td><font point-size="16"><b>{_html(title)}</b></font></td></tr>'
+            '<tr><td> </td></tr><tr><td>'
+            '<table border="0" cellborder="1" cellspacing="0" cellpadding="3">'
+            '<tr><td colspan="2"><b>legend</b></td></tr>' + "".join(rows) +
+            "</table></td></tr></table>>")
 
 
 def to_dot(d: Diagram) -> str:
@@ -179,7 +183,9 @@ def to_dot(d: Diagram) -> str:
         name=d.workflow,
         comment=f"workflow {d.workflow}, definition {d.definition_hash}. {GENERATED}",
     )
-    g.attr(rankdir="LR", label=_html(title), labelloc="t", fontname="Helvetica")
+    # The title and legend are the graph's label, under the drawing, out of its way.
+    g.attr(rankdir="LR", label=_legend(d, title), labelloc="b", labeljust="l",
+           fontname="Helvetica", fontsize="10")
     g.attr("node", shape="box", style="rounded,filled", fillcolor="white",
            fontname="Helvetica", fontsize="11")
     g.attr("edge", fontname="Helvetica", fontsize="9")
@@ -189,9 +195,6 @@ def to_dot(d: Diagram) -> str:
         g.node(node.name, label=_node_label(d, node), **_node_attrs(d, node))
     for e in d.edges:
         g.edge(e.source, e.target, label=_edge_label(d, e), **_edge_attrs(d, e))
-    with g.subgraph(name="cluster_legend") as legend:
-        legend.attr(label="", style="invis")
-        legend.node("__legend__", label=_legend(d), shape="plaintext", style="")
     return g.source
 
 

@@ -34,7 +34,7 @@ def test_committed_svg_was_rendered_from_the_current_dot() -> None:
     svg = (DIAGRAMS / "refund.svg").read_bytes()
     assert svg_dot_hash(svg) == dot_sha256(to_dot(extract(SPEC))), f"refund.svg {FIX}"
     titles = set(re.findall(rb'class="node">\s*<title>([^<]+)</title>', svg))
-    assert {t.decode() for t in titles} == set(SPEC.states) | {"__start__", "__legend__"}
+    assert {t.decode() for t in titles} == set(SPEC.states) | {"__start__"}
 
 
 def _dot_version() -> bytes | None:
