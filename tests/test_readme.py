@@ -31,3 +31,9 @@ def test_cli_commands_in_readme_exist() -> None:
     assert named, "the README shows no fsm command"
     missing = named - set(group.commands)  # type: ignore[attr-defined]
     assert not missing, f"README names commands the CLI lacks: {sorted(missing)}"
+
+
+def test_readme_mermaid_is_the_committed_diagram() -> None:
+    mermaid = re.findall(r"```mermaid\n(.*?)```", README.read_text(), flags=re.S)
+    committed = (README.parent / "diagrams" / "refund.mmd").read_text()
+    assert mermaid == [committed], "README's Mermaid block is stale: paste diagrams/refund.mmd"
