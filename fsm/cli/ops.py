@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import typer
@@ -15,6 +16,7 @@ from fsm.store import SQLiteStore
 from .app import DB_HELP, JSON_HELP, app, console, err_console, print_json
 from .context import (
     UsageError,
+    amount_of,
     clock,
     engine_for_run,
     make_policy,
@@ -48,7 +50,10 @@ def report(store: SQLiteStore, run: RunState, as_json: bool) -> None:
     console.print(line, markup=False)
     if run.status == "awaiting_approval" and run.pending is not None:
         what = run.pending.tool or " / ".join(run.pending.events)
-        console.print(f"waiting  for a person: {what} {run.pending.args}", markup=False)
+        args = json.dumps(run.pending.args, ensure_ascii=False, sort_keys=True)
+        amount = amount_of(run.pending.args)
+        console.print(f"waiting  for a person ({what}): {args}"
+                      + (f", amount {amount}" if amount else ""), markup=False)
 
 
 @app.command("run")

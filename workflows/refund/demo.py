@@ -50,9 +50,11 @@ def run_demo(db: str | None = None) -> int:
     for title, user, run_id, goal in CASES:
         _title(title)
         _fsm(db, "run", "refund", goal, "--user", user, "--run-id", run_id)
+        _ledger(db)
     _title("the large refund: a supervisor approves it from a separate process")
     _fsm(db, "approvals")
     _fsm(db, "approve", "r-large", "--reviewer", "priya", "--note", "receipt checked")
+    _ledger(db)
     _title("a crash right after the payment call, before the step was committed")
     code = _fsm(db, "run", "refund", "Order A-1005: the toaster is faulty", "--user", "dev",
                 "--run-id", "r-crash", env={"FSM_FAULT": "after_tool_before_commit@6"},
