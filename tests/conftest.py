@@ -11,6 +11,9 @@ import pytest
 from fsm import Engine, MemoryStore, WorkflowSpec
 from workflows.refund import Shop, build
 
+#: ``server`` and ``no_model_env``, for the tests against the fake OpenAI server.
+pytest_plugins = ["openai_fixtures"]
+
 
 @pytest.fixture
 def shop() -> Iterator[Shop]:

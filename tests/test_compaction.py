@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, Reply, call, error, text
+from openai_fixtures import assert_show_matches_server
 
 from fsm import Budgets, Engine, MemoryStore, WorkflowSpec, view_at
-from fsm.adapters import OpenAIPolicy, encode
+from fsm.adapters import OpenAIPolicy
 from fsm.compaction import SETTING, Chunk, Compactor, Summary, summarise, view_chars
 from fsm.policy import Usage
 from fsm.run import canonical
@@ -46,17 +47,7 @@ LONG = [
 ]
 THRESHOLD = 2000
 
-
-@pytest.fixture(autouse=True)
-def _no_model_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "FSM_PRICES"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as s:
-        yield s
+pytestmark = pytest.mark.usefixtures("no_model_env")
 
 
 @pytest.fixture
@@ -76,16 +67,6 @@ def compactions(store: MemoryStore, run_id: str) -> list[Any]:
 
 def policy_steps(store: MemoryStore, run_id: str) -> list[int]:
     return [e.step for e in store.events(run_id) if e.kind == "policy"]
-
-
-def assert_show_matches_server(spec: WorkflowSpec, store: MemoryStore, run_id: str,
-                               policy: OpenAIPolicy, sent: list[bytes]) -> None:
-    steps = policy_steps(store, run_id)
-    assert len(steps) == len(sent)
-    for step, raw in zip(steps, sent, strict=True):
-        view = view_at(spec, store, run_id, step)
-        assert view is not None
-        assert encode(policy.request_for(view)) == raw, f"step {step} differs"
 
 
 def test_a_long_run_compacts_and_keeps_the_full_record(

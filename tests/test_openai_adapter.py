@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI, Reply, call, calls, error, text
+from openai_fixtures import assert_show_matches_server
 
-from fsm import Budgets, Engine, MemoryStore, WorkflowSpec, view_at
-from fsm.adapters import ModelConfigError, OpenAIPolicy, encode, translate
+from fsm import Budgets, Engine, MemoryStore, WorkflowSpec
+from fsm.adapters import ModelConfigError, OpenAIPolicy, translate
 from fsm.adapters.openai import LOCAL_API_KEY, default_backoff, is_local
 from fsm.policy import Usage, View
 from fsm.pricing import Price, PriceError, PriceTable
@@ -47,17 +48,7 @@ OFFERED = [
     (["send_reply"], []),
 ]
 
-
-@pytest.fixture(autouse=True)
-def _no_model_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "FSM_PRICES"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as s:
-        yield s
+pytestmark = pytest.mark.usefixtures("no_model_env")
 
 
 @pytest.fixture
@@ -89,17 +80,6 @@ def script_happy(server: FakeOpenAI, start: int = 0, usage: tuple[int, int] = (1
 
 def policy_events(store: MemoryStore, run_id: str) -> list[Any]:
     return [e for e in store.events(run_id) if e.kind == "policy"]
-
-
-def assert_show_matches_server(spec: WorkflowSpec, store: MemoryStore, run_id: str,
-                               policy: OpenAIPolicy, sent: list[bytes]) -> None:
-    """``show step N`` rebuilt from the store, translated, equals what the server got."""
-    steps = [e.step for e in policy_events(store, run_id)]
-    assert len(steps) == len(sent)
-    for step, raw in zip(steps, sent, strict=True):
-        view = view_at(spec, store, run_id, step)
-        assert view is not None
-        assert encode(policy.request_for(view)) == raw, f"step {step} differs"
 
 
 # -- a full run -----------------------------------------------------------------------------

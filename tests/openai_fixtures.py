@@ -1,0 +1,45 @@
+"""Fixtures and a check for tests that drive runs against the fake OpenAI server.
+
+Registered for the whole suite by ``tests/conftest.py``; ``server`` starts a fresh
+:class:`~fake_openai.FakeOpenAI` on 127.0.0.1. ``no_model_env`` is not autouse: a
+module whose results must not depend on the caller's model settings opts in with
+``pytestmark = pytest.mark.usefixtures("no_model_env")``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fake_openai import FakeOpenAI
+
+from fsm import MemoryStore, WorkflowSpec, view_at
+from fsm.adapters import OpenAIPolicy, encode
+
+#: The environment variables an :class:`OpenAIPolicy` or the price table reads.
+MODEL_ENV = ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "FSM_PRICES")
+
+
+@pytest.fixture
+def no_model_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset the model settings of the environment the tests run in."""
+    for name in MODEL_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    """A fake OpenAI-compatible server, scripted by the test; stopped afterwards."""
+    with FakeOpenAI() as s:
+        yield s
+
+
+def assert_show_matches_server(spec: WorkflowSpec, store: MemoryStore, run_id: str,
+                               policy: OpenAIPolicy, sent: list[bytes]) -> None:
+    """``show step N`` rebuilt from the store, translated, equals what the server got."""
+    steps = [e.step for e in store.events(run_id) if e.kind == "policy"]
+    assert len(steps) == len(sent)
+    for step, raw in zip(steps, sent, strict=True):
+        view = view_at(spec, store, run_id, step)
+        assert view is not None
+        assert encode(policy.request_for(view)) == raw, f"step {step} differs"
