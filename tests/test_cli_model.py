@@ -6,20 +6,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from fake_openai import FakeOpenAI, call
+from refund_scripts import small_refund
 
-from tests.fake_openai import FakeOpenAI, call
-from tests.test_openai_adapter import HAPPY
 from workflows.refund.shop import Shop
 
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as s:
-        yield s
+HAPPY = small_refund()
 
 
 def fsm(db: Path, *args: str) -> subprocess.CompletedProcess:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from fake_openai import FakeOpenAI, Reply, call, calls, error, text
 from openai_fixtures import assert_show_matches_server
+from refund_scripts import small_refund
 
 from fsm import Budgets, Engine, MemoryStore, WorkflowSpec
 from fsm.adapters import ModelConfigError, OpenAIPolicy, translate
@@ -28,15 +29,7 @@ from workflows.refund import Shop
 
 GOAL = "Order A-1001: the kettle arrived broken, please refund it"
 FULL_PATH = ["collecting", "verifying", "deciding", "refunding", "replying", "done"]
-HAPPY = [
-    ("get_order", {"order_id": "A-1001"}),
-    ("advance", {"event": "details_complete"}),
-    ("get_policy", {"order_id": "A-1001"}),
-    ("advance", {"event": "verified"}),
-    ("advance", {"event": "small_refund", "item_id": "kettle-1", "amount_paise": 35000}),
-    ("refund_item", {"order_id": "A-1001", "item_id": "kettle-1", "amount_paise": 35000}),
-    ("send_reply", {"text": "Your refund of ₹350 for the electric kettle is on its way."}),
-]
+HAPPY = small_refund()
 #: (tools, advance events) the model must be offered at each step of HAPPY.
 OFFERED = [
     (["get_order", "advance"], ["details_complete"]),
