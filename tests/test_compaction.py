@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from fake_openai import FakeOpenAI, Reply, call, error, text
 from openai_fixtures import assert_show_matches_server
+from refund_scripts import actions, large_refund, small_refund
 
 from fsm import Budgets, Engine, MemoryStore, WorkflowSpec, view_at
 from fsm.adapters import OpenAIPolicy
@@ -41,9 +42,7 @@ LONG = [
     ("get_order", {"order_id": "A-1001"}),
     ("get_policy", {"order_id": "A-1001"}),
     ("advance", {"event": "verified"}),
-    ("advance", {"event": "small_refund", "item_id": "kettle-1", "amount_paise": 35000}),
-    ("refund_item", {"order_id": "A-1001", "item_id": "kettle-1", "amount_paise": 35000}),
-    ("send_reply", {"text": "Your refund of ₹350 for the electric kettle is on its way."}),
+    *small_refund()[4:],  # decide, refund, reply
 ]
 THRESHOLD = 2000
 
@@ -254,17 +253,7 @@ def test_an_unreachable_summariser_falls_back_to_the_deterministic_summary(
 
 # -- any policy, approvals, and compactions that would not help ----------------------------
 
-APPROVED = [
-    {"tool": "get_order", "args": {"order_id": "A-1002"}},
-    {"tool": "advance", "args": {"event": "details_complete"}},
-    {"tool": "get_policy", "args": {"order_id": "A-1002"}},
-    {"tool": "advance", "args": {"event": "verified"}},
-    {"tool": "advance", "args": {"event": "large_refund", "item_id": "headphones-1",
-                                 "amount_paise": 180_000}},
-    {"tool": "refund_item", "args": {"order_id": "A-1002", "item_id": "headphones-1",
-                                     "amount_paise": 180_000}},
-    {"tool": "send_reply", "args": {"text": "Your refund is on its way."}},
-]
+APPROVED = actions(large_refund())
 
 
 def test_a_persons_approval_survives_compaction(spec: WorkflowSpec, store: MemoryStore,

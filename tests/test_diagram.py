@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from refund_scripts import actions, small_refund
 from typer.testing import CliRunner
 
 from fsm import Action, Engine, FSMError, MemoryStore, WorkflowSpec
@@ -276,18 +277,9 @@ def test_cli_overlays_a_run_from_the_sqlite_store(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     store = open_store(str(db))
     shop = Shop().seed_demo()
-    policy = ScriptedPolicy([
-        {"tool": "get_policy", "args": {"order_id": "A-1001"}},
-        {"tool": "get_order", "args": {"order_id": "A-1001"}},
-        {"tool": "advance", "args": {"event": "details_complete"}},
-        {"tool": "get_policy", "args": {"order_id": "A-1001"}},
-        {"tool": "advance", "args": {"event": "verified"}},
-        {"tool": "advance", "args": {"event": "small_refund", "item_id": "kettle-1",
-                                     "amount_paise": 35_000}},
-        {"tool": "refund_item", "args": {"order_id": "A-1001", "item_id": "kettle-1",
-                                         "amount_paise": 35_000}},
-        {"tool": "send_reply", "args": {"text": "Refunded."}},
-    ])
+    # A get_policy in collecting is refused first; then the small refund, replying "Refunded.".
+    policy = ScriptedPolicy(actions([("get_policy", {"order_id": "A-1001"}),
+                                     *small_refund(reply="Refunded.")]))
     run = Engine(build(shop), store, policy).start("Order A-1001 broke", user="asha",
                                                    run_id="k1")
     store.close()

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from refund_scripts import actions, small_refund
 
 from fsm import Budgets, Engine, Guard, MemoryStore, ToolSpec, WorkflowSpec, define_workflow
 from fsm.testing import ScriptedPolicy, ToolSpy
@@ -24,9 +25,10 @@ def fire(event: str, **payload: Any) -> dict[str, Any]:
     return {"tool": "advance", "args": {"event": event, **payload}}
 
 
-VERIFYING = [call("get_order", order_id="A-1001"), fire("details_complete")]
-DECIDING = VERIFYING + [call("get_policy", order_id="A-1001"), fire("verified")]
-REFUNDING = DECIDING + [fire("small_refund", item_id="kettle-1", amount_paise=35_000)]
+#: The small refund of A-1001 up to each state: fetched, verified, decided.
+VERIFYING = actions(small_refund()[:2])
+DECIDING = actions(small_refund()[:4])
+REFUNDING = actions(small_refund()[:5])
 DECIDED = "{'order_id': 'A-1001', 'item_id': 'kettle-1', 'amount_paise': 35000}"
 
 REFUSALS = [

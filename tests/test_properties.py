@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from refund_scripts import actions, small_refund
 
 from fsm import Budgets, Engine, MemoryStore, RunState
 from fsm.run import FINAL_STATUSES
@@ -142,14 +143,7 @@ def test_hostile_policies_reach_the_money() -> None:
 @pytest.mark.parametrize("prefix", [0, 2, 4, 5], ids=["collecting", "verifying", "deciding",
                                                       "refunding"])
 def test_junk_output_never_raises_and_changes_nothing(junk: Any, prefix: int) -> None:
-    steps = [
-        {"tool": "get_order", "args": {"order_id": "A-1001"}},
-        {"tool": "advance", "args": {"event": "details_complete"}},
-        {"tool": "get_policy", "args": {"order_id": "A-1001"}},
-        {"tool": "advance", "args": {"event": "verified"}},
-        {"tool": "advance", "args": {"event": "small_refund", "item_id": "kettle-1",
-                                     "amount_paise": 35_000}},
-    ][:prefix]
+    steps = actions(small_refund())[:prefix]
     shop = Shop().seed_demo()
     store = MemoryStore()
     spy = ToolSpy(build(shop), store)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from refund_scripts import actions, large_refund, small_refund
 
 from fsm import Action, Budgets, Engine, MemoryStore, Usage, WorkflowSpec
 from fsm.store.base import verify_chain
@@ -54,31 +55,17 @@ class Expect:
     reason: str | None = None
 
 
-def _get(tool: str, **args: Any) -> dict[str, Any]:
-    return {"tool": tool, "args": args}
-
-
-def _fire(event: str, **payload: Any) -> dict[str, Any]:
-    return {"tool": "advance", "args": {"event": event, **payload}}
-
-
-DENIAL_SCRIPT = [
-    _get("get_order", order_id="A-1002"),
-    _fire("details_complete"),
-    _get("get_policy", order_id="A-1002"),
-    _fire("verified"),
-    _fire("large_refund", item_id="headphones-1", amount_paise=180_000),
-    _get("send_reply", text="Sorry, we cannot refund the headphones after review."),
-]
+#: The large refund up to the decision; declined, it replies instead of refunding.
+DENIAL_SCRIPT = actions([
+    *large_refund()[:5],
+    ("send_reply", {"text": "Sorry, we cannot refund the headphones after review."}),
+])
 
 # Each action reports 400 tokens; a 1,000-token budget allows three policy calls.
 COSTLY_SCRIPT = [
-    Action(tool="get_order", args={"order_id": "A-1001"},
-           usage=Usage(input_tokens=300, output_tokens=100, cost_micros=50)),
-    Action(tool="advance", args={"event": "details_complete"},
-           usage=Usage(input_tokens=300, output_tokens=100, cost_micros=50)),
-    Action(tool="get_policy", args={"order_id": "A-1001"},
-           usage=Usage(input_tokens=300, output_tokens=100, cost_micros=50)),
+    Action(tool=tool, args=args, usage=Usage(input_tokens=300, output_tokens=100,
+                                             cost_micros=50))
+    for tool, args in small_refund()[:3]
 ]
 
 SCENARIOS = [
