@@ -7,6 +7,7 @@ version it was made for, is decided once, and expires at an absolute time.
 from __future__ import annotations
 
 import datetime as dt
+import unicodedata
 from typing import TYPE_CHECKING
 
 from fsm.errors import (
@@ -22,6 +23,13 @@ from fsm.store.base import Approval
 
 if TYPE_CHECKING:
     from fsm.engine import Engine
+
+
+def _same_person(a: str, b: str) -> bool:
+    def norm(name: str) -> str:
+        return unicodedata.normalize("NFKC", name).strip().casefold()
+
+    return norm(a) == norm(b)
 
 
 def _iso(t: float) -> str:
@@ -57,7 +65,7 @@ def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
     if not reviewer:
         raise ApprovalRefused(f"run {run.run_id!r}: a decision needs a reviewer name",
                               run_id=run.run_id, state=run.state)
-    if run.user and reviewer == run.user:
+    if run.user and _same_person(reviewer, run.user):
         raise ApprovalRefused(
             f"run {run.run_id!r}: {reviewer!r} started this run and cannot decide on it; "
             "ask another reviewer", run_id=run.run_id, state=run.state,
@@ -69,10 +77,11 @@ def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
             f"{approval.decision} by {approval.reviewer}", run_id=run.run_id, state=run.state,
         )
     if engine.clock() >= approval.expires_at:
-        expire_if_due(engine, run)
+        after = expire_if_due(engine, run)
         raise ApprovalExpired(
             f"run {run.run_id!r}: approval {approval.approval_id} expired at "
-            f"{_iso(approval.expires_at)}; the run was handed over", run_id=run.run_id,
+            f"{_iso(approval.expires_at)}; the run is now {after.status} in state "
+            f"{after.state!r}", run_id=run.run_id,
             state=run.state,
         )
     subject = fingerprint(run.pending.subject())
@@ -99,8 +108,9 @@ def _record(engine: Engine, run: RunState, approval: Approval, approved: bool,
     if pending.kind == "call":
         assert pending.tool is not None
         if approved:
-            args = engine.spec.tools[pending.tool].args.model_validate(pending.args)
-            engine.execute(b, pending.tool, args, key=pending.key)
+            # The decision lands first; the engine then runs the approved call in its own
+            # commit, so a crash in between resumes into that call, never into a new decision.
+            b.set(pending=pending.model_copy(update={"kind": "approved"}))
         else:
             b.tool_result(pending.tool, error=f"denied by {reviewer}: {note}")
     else:

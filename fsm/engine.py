@@ -121,9 +121,26 @@ class Engine:
         # died: while this engine holds the lease, nobody else claims this run's keys.
         first = True
         while run.status == "running":
-            run = self._step(run, look_for_claim=first)
-            first = False
+            if run.pending is not None and run.pending.kind == "approved":
+                run = self._run_approved(run)
+            else:
+                run = self._step(run, look_for_claim=first)
+                first = False
         return run
+
+    def _run_approved(self, run: RunState) -> RunState:
+        """Run the call a person approved, with the key it was requested under.
+
+        A claim left by a process that died here is replayed (done), called again
+        (retry-safe) or handed over as in doubt — never run blindly twice.
+        """
+        pending = run.pending
+        assert pending is not None and pending.tool is not None
+        b = StepBuilder(self, run, step=pending.step)
+        b.set(pending=None)
+        args = self.spec.tools[pending.tool].args.model_validate(pending.args)
+        self.execute(b, pending.tool, args, key=pending.key)
+        return b.save()
 
     def _step(self, run: RunState, *, look_for_claim: bool = True) -> RunState:
         started = time.monotonic()

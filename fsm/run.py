@@ -74,8 +74,9 @@ class Used(BaseModel):
 class Pending(BaseModel):
     """What a paused run waits for."""
 
-    #: ``call``: a tool call needing approval; ``event``: a state only a person can leave.
-    kind: Literal["call", "event"]
+    #: ``call``: a tool call needing approval; ``event``: a state only a person can leave;
+    #: ``approved``: an approved call the engine runs next (the run is ``running``).
+    kind: Literal["call", "event", "approved"]
     tool: str | None = None
     args: dict[str, Any] = {}
     key: str | None = None

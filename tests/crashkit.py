@@ -193,7 +193,7 @@ def policy_log(path: str | Path) -> list[tuple[int, int]]:
 
 # -- a workflow with a write that is not retry-safe (`fsm run crashkit:TICKETS`) ----------------
 
-def _tickets() -> Any:
+def _tickets(*, approval: bool = False, retry_safe: bool = False) -> Any:
     from pydantic import BaseModel
 
     from fsm import ToolSpec, define_workflow
@@ -202,20 +202,27 @@ def _tickets() -> Any:
         title: str
 
     def file_ticket(args: Ticket, ctx: Any) -> dict[str, Any]:
-        """Files a ticket in ``$CRASHKIT_TICKETS``: no idempotency key honoured."""
-        with open(os.environ["CRASHKIT_TICKETS"], "a") as f:
-            f.write(f"{ctx.key} {args.title}\n")
+        """Files a ticket in ``$CRASHKIT_TICKETS``; honours its key only if retry-safe."""
+        path = Path(os.environ["CRASHKIT_TICKETS"])
+        seen = path.read_text().split() if path.exists() else []
+        if not (retry_safe and ctx.key in seen):
+            with open(path, "a") as f:
+                f.write(f"{ctx.key} {args.title}\n")
         return {"filed": args.title}
 
     return define_workflow(
         "tickets", transitions={"open": {"filed": "closed"}},
         tools_by_state={"open": ["file_ticket"]}, initial="open",
         tools=[ToolSpec("file_ticket", file_ticket, "File a ticket.", Ticket, write=True,
-                        retry_safe=False, emits=lambda r: "filed", emits_events=("filed",))],
+                        retry_safe=retry_safe, approval=approval, emits=lambda r: "filed",
+                        emits_events=("filed",))],
     )
 
 
 TICKETS = _tickets()
+#: The same write, waiting for a person's approval before it runs.
+APPROVED_TICKETS = _tickets(approval=True)
+APPROVED_SAFE_TICKETS = _tickets(approval=True, retry_safe=True)
 
 
 def ticket_clerk(view: View) -> Any:

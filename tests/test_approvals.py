@@ -136,7 +136,7 @@ def test_a_late_approval_is_refused_as_expired_and_hands_over(
     paused: Desk, clock: Clock,
 ) -> None:
     clock.advance(TTL + 1)
-    with pytest.raises(ApprovalExpired, match="'big': approval .* expired at .*handed over"):
+    with pytest.raises(ApprovalExpired, match="'big': approval .* expired at .*now handed_over"):
         paused.engine.decide("big", True, "priya", "ok")
     run = paused.store.load_run("big")
     assert (run.status, run.state) == ("handed_over", "handed_over")
@@ -159,6 +159,8 @@ def test_an_approval_after_the_sweep_is_refused(paused: Desk, clock: Clock) -> N
     ("   ", "a decision needs a reviewer name"),
     ("ravi", "'ravi' started this run and cannot decide on it"),
     (" ravi ", "'ravi' started this run and cannot decide on it"),
+    ("RAVI", "'RAVI' started this run and cannot decide on it"),
+    ("Ｒａｖｉ", "started this run and cannot decide on it"),
 ])
 def test_an_empty_reviewer_or_the_runs_own_user_is_refused(
     paused: Desk, reviewer: str, message: str,

@@ -347,3 +347,41 @@ def test_a_write_that_is_not_retry_safe_is_handed_over_in_doubt(tmp_path: Path) 
     assert eff is not None and eff.status == "STARTED"  # still unknown: a person must look
     assert audit(store, RUN).ok
     store.close()
+
+
+# -- a call approved by a person, killed around its execution ------------------------------------
+
+@pytest.mark.parametrize("point, safe, status", [
+    pytest.param("after_commit", False, "done", id="after-decision-commit"),
+    pytest.param("after_tool_before_commit", False, "handed_over", id="in-doubt"),
+    pytest.param("after_tool_before_commit", True, "done", id="retry-safe"),
+])
+def test_an_approved_call_killed_mid_way_is_finished_never_redecided(
+        tmp_path: Path, point: str, safe: bool, status: str) -> None:
+    db, tickets = str(tmp_path / "runs.db"), tmp_path / "tickets.txt"
+    env = {"CRASHKIT_TICKETS": str(tickets)}
+    workflow = "crashkit:APPROVED_SAFE_TICKETS" if safe else "crashkit:APPROVED_TICKETS"
+    started = fork_fsm("run", workflow, "file it", "--user", "sam", "--run-id", RUN,
+                       "--policy", "crashkit:ticket_clerk", "--db", db, "--json", env=env)
+    assert json.loads(started.stdout)["status"] == "awaiting_approval", started
+    assert not tickets.exists()
+    approving = fork_fsm("approve", RUN, "--reviewer", "boss", "--db", db,
+                         env={**env, "FSM_FAULT": f"{point}@1"})
+    assert approving.killed, approving
+    denied = fork_fsm("deny", RUN, "--reviewer", "boss", "--note", "changed my mind", "--db", db,
+                      env=env)
+    assert denied.code == 1 and "not waiting for a decision" in denied.stderr, denied
+    resumed = fork_fsm("resume", RUN, "--db", db, "--json", env=env)
+    assert resumed.code == 0, resumed
+    report = json.loads(resumed.stdout)
+    assert report["status"] == status
+    if status == "handed_over":
+        assert report["reason"] == f"in doubt: file_ticket {RUN}:1"
+    assert tickets.read_text() == f"{RUN}:1 printer on fire\n"  # filed exactly once
+    store = SQLiteStore(db)
+    (approval,) = store.approvals(RUN, pending_only=False)
+    assert (approval.decision, approval.reviewer) == ("approved", "boss")
+    decisions = [e.detail["decision"] for e in store.events(RUN) if e.kind == "decision"]
+    assert decisions == ["approved"]
+    assert audit(store, RUN).ok
+    store.close()
