@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fsm.engine import Engine
+from fsm.engine import Engine, usable
 from fsm.errors import InvalidRunState, NothingPending
 from fsm.policy import Action, View
 from fsm.run import Budgets, Pending, RunState
@@ -72,9 +72,11 @@ class Agent:
 
     def _ask(self, view: View) -> Action:
         reply = self._policy(copy.deepcopy(view.messages))
+        if not isinstance(reply, dict):
+            return usable(reply)  # unusable: becomes an observation, like any bad output
         if "final" in reply:
-            return Action(final=str(reply["final"]))
-        return Action(tool=reply.get("tool"), args=reply.get("args") or {})
+            return usable({"final": str(reply["final"])})
+        return usable({"tool": reply.get("tool"), "args": reply.get("args") or {}})
 
     def _run(self) -> RunState | None:
         runs = self._store.list_runs()

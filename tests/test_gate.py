@@ -92,9 +92,15 @@ REFUSALS = [
         id="tool-reported-event",
     ),
     pytest.param(
+        DECIDING, fire("small_refund", item_id="kettle-1", amount_paise=True), "deciding",
+        "bad payload for event 'small_refund': amount_paise: Input should be a valid "
+        "integer",
+        id="payload-amount-true",
+    ),
+    pytest.param(
         DECIDING, fire("small_refund", item_id="kettle-1", amount_paise="lots"), "deciding",
         "bad payload for event 'small_refund': amount_paise: Input should be a valid "
-        "integer, unable to parse string as an integer",
+        "integer",
         id="bad-payload",
     ),
     pytest.param(

@@ -24,7 +24,12 @@ class UsageError(FSMError):
 
 def clock() -> float:
     """Wall-clock time, shifted by ``FSM_CLOCK_OFFSET`` seconds (to rehearse expiries)."""
-    return time.time() + float(os.environ.get("FSM_CLOCK_OFFSET") or 0)
+    raw = os.environ.get("FSM_CLOCK_OFFSET") or "0"
+    try:
+        offset = float(raw)
+    except ValueError:
+        raise UsageError(f"FSM_CLOCK_OFFSET must be a number of seconds, not {raw!r}") from None
+    return time.time() + offset
 
 
 def store_for(db: str | None) -> SQLiteStore:

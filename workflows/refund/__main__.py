@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import sys
 
 from workflows.refund.shop import Shop
@@ -19,7 +20,11 @@ def ledger(db: str, as_json: bool) -> int:
     if not os.path.exists(db):
         print(f"error: no database at {db!r}", file=sys.stderr)
         return 1
-    rows = Shop(db).ledger()
+    try:
+        rows = Shop(db).ledger()
+    except sqlite3.Error as exc:
+        print(f"error: cannot read the ledger in {db!r}: {exc}", file=sys.stderr)
+        return 1
     if as_json:
         print(json.dumps(rows, indent=2, ensure_ascii=False))
         return 0

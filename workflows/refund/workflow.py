@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from fsm import Guard, ToolContext, ToolSpec, WorkflowSpec, define_workflow
 from workflows.refund.shop import DAY, LazyShop, Shop
@@ -75,7 +75,7 @@ class RefundArgs(BaseModel):
     model_config = ConfigDict(extra="forbid")
     order_id: str = Field(description="the order id", pattern=r"^[A-Z]-\d{4}$")
     item_id: str = Field(description="the item to refund", min_length=1)
-    amount_paise: int = Field(description="the amount in paise", gt=0)
+    amount_paise: StrictInt = Field(description="the amount in paise", gt=0)
 
 
 class ReplyArgs(BaseModel):
@@ -88,7 +88,7 @@ class RefundDecision(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     item_id: str = Field(description="the item to refund", min_length=1)
-    amount_paise: int = Field(description="the refund in paise", gt=0)
+    amount_paise: StrictInt = Field(description="the refund in paise", gt=0)
 
 
 class NoRefund(BaseModel):
