@@ -154,7 +154,7 @@ def test_a_version_1_database_migrates_and_keeps_its_runs(tmp_path: Path) -> Non
     path = str(tmp_path / "v1.db")
     _v1_database(path)
     store = SQLiteStore(path)
-    assert store.schema_version == len(MIGRATIONS) == 2
+    assert store.schema_version == len(MIGRATIONS) == 3
     cols = {r[1] for r in store._read("PRAGMA table_info(runs)")}
     assert {"lease_owner", "lease_at", "log_count", "log_head"} <= cols
     run = store.load_run("old")
@@ -167,7 +167,7 @@ def test_a_version_1_database_migrates_and_keeps_its_runs(tmp_path: Path) -> Non
     stored = json.loads(store._read("SELECT snapshot FROM runs WHERE run_id = 'old'")[0][0])
     assert stored["schema_version"] == 2 and "steps_used" not in stored
     reopened = SQLiteStore(path)  # opening again migrates nothing twice
-    assert reopened.schema_version == 2 and reopened.load_run("old").version == 8
+    assert reopened.schema_version == len(MIGRATIONS) and reopened.load_run("old").version == 8
 
 
 # -- a trivial one-state workflow ---------------------------------------------------------------

@@ -219,3 +219,60 @@ def test_a_deleted_tail_is_still_reported_after_the_run_goes_on(tmp_path: Path) 
     report = audit(SQLiteStore(path), RUN)
     assert not report.ok
     assert f"event seq {count - 1} is missing (found seq {count}" in report.problems[0]
+
+
+# -- a whole-chain rewrite still has to agree with the approvals and effects tables -------------
+
+def _rewrite(con: sqlite3.Connection, pick: Callable[[Event], bool],
+             change: Callable[[Event], None]) -> int:
+    """Change the first event ``pick`` selects, re-hash the chain after it, move the head."""
+    events = _events(con)
+    ev = next(e for e in events if pick(e))
+    change(ev)
+    d = ev.model_dump(mode="json")
+    con.execute("UPDATE events SET reviewer = ?, detail = ? WHERE run_id = ? AND seq = ?",
+                (d["reviewer"], json.dumps(d["detail"]), RUN, ev.seq))
+    head = _rehash_from(con, events, ev.seq)
+    con.execute("UPDATE runs SET log_head = ? WHERE run_id = ?", (head, RUN))
+    return ev.seq
+
+
+def test_a_rewritten_refund_call_disagrees_with_its_effect_record(db: str) -> None:
+    def bigger(ev: Event) -> None:
+        ev.detail = {**ev.detail, "args": {**ev.detail["args"], "amount_paise": 99_000}}
+
+    con = sqlite3.connect(db, isolation_level=None)
+    seq = _rewrite(con, lambda e: e.kind == "tool" and e.tool == "refund_item", bigger)
+    con.close()
+    report = audit(SQLiteStore(db), RUN)
+    assert report.problems == [
+        f"event seq {seq}: the log's call refund_item {{'amount_paise': 99000, 'item_id': "
+        "'kettle-1', 'order_id': 'A-1001'} differs from the effect record refund_item "
+        "{'amount_paise': 35000, 'item_id': 'kettle-1', 'order_id': 'A-1001'}"
+    ]
+
+
+def test_a_rewritten_reviewer_disagrees_with_the_approvals_table(tmp_path: Path) -> None:
+    from fsm import Engine
+
+    path = str(tmp_path / "runs.db")
+    store = SQLiteStore(path)
+    engine = Engine(build(Shop(path).seed_demo()), store, clerk)
+    engine.start("Order A-1002: headphones dead", user="ravi", run_id=RUN)
+    engine.decide(RUN, True, "priya", "receipt checked")
+    assert audit(store, RUN).ok
+    store.close()
+
+    def mallory(ev: Event) -> None:
+        ev.reviewer = "mallory"
+
+    con = sqlite3.connect(path, isolation_level=None)
+    seq = _rewrite(con, lambda e: e.kind == "decision", mallory)
+    con.close()
+    report = audit(SQLiteStore(path), RUN)
+    assert report.problems == [
+        f"event seq {seq}: the log says approved by mallory, the approvals table says "
+        "approved by priya"
+    ]
+    cli = fork_fsm("audit", RUN, "--db", path)
+    assert cli.code == 1 and "approvals table says approved by priya" in cli.stdout

@@ -160,10 +160,11 @@ def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None 
     report = audit(store, run_id)
     if as_json:
         print_json({"run_id": run_id, "ok": report.ok, "events": report.events,
-                    "problems": report.problems})
+                    "head": report.head, "problems": report.problems})
     elif report.ok:
         console.print(f"audit ok: {run_id}: {report.events} events, hash chain intact, "
-                      "log consistent with the run", markup=False)
+                      "log consistent with the run, its approvals and its effects", markup=False)
+        console.print(f"head {report.head}", markup=False)
     else:
         console.print(f"audit FAILED: {run_id}: {report.problems[0]}", markup=False)
         for p in report.problems[1:]:

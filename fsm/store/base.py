@@ -158,6 +158,10 @@ class Store(ABC):
     def effect(self, key: str) -> Effect | None: ...
 
     @abstractmethod
+    def effects(self, run_id: str) -> list[Effect]:
+        """Every effect row of a run, in key order."""
+
+    @abstractmethod
     def approvals(self, run_id: str | None = None, *, pending_only: bool = True) -> list[Approval]:
         ...
 

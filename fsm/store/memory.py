@@ -133,6 +133,11 @@ class MemoryStore(Store):
             e = self._effects.get(key)
             return e.model_copy(deep=True) if e else None
 
+    def effects(self, run_id: str) -> list[Effect]:
+        with self._lock:
+            return [e.model_copy(deep=True) for k, e in sorted(self._effects.items())
+                    if e.run_id == run_id]
+
     def approvals(self, run_id: str | None = None, *, pending_only: bool = True) -> list[Approval]:
         with self._lock:
             return [

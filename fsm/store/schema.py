@@ -105,4 +105,8 @@ MIGRATIONS: list[str] = [
             (SELECT hash FROM events WHERE events.run_id = runs.run_id ORDER BY seq DESC LIMIT 1),
             log_head)
     """,
+    # 3: effects by run, for audits.
+    """
+    CREATE INDEX effects_run ON effects (run_id, key)
+    """,
 ]

@@ -305,12 +305,11 @@ class SQLiteStore(Store):
 
     def effect(self, key: str) -> Effect | None:
         rows = self._read("SELECT * FROM effects WHERE key = ?", (key,))
-        if not rows:
-            return None
-        d = dict(rows[0])
-        d["args"] = json.loads(d["args"])
-        d["result"] = json.loads(d["result"]) if d["result"] is not None else None
-        return Effect.model_validate(d)
+        return _effect(rows[0]) if rows else None
+
+    def effects(self, run_id: str) -> list[Effect]:
+        rows = self._read("SELECT * FROM effects WHERE run_id = ? ORDER BY key", (run_id,))
+        return [_effect(r) for r in rows]
 
     def approvals(self, run_id: str | None = None, *, pending_only: bool = True) -> list[Approval]:
         sql = f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals WHERE 1 = 1"
@@ -354,3 +353,10 @@ class SQLiteStore(Store):
         with self._tx() as db:
             db.execute("UPDATE runs SET lease_owner = NULL WHERE run_id = ? AND lease_owner = ?",
                        (run_id, owner))
+
+
+def _effect(row: sqlite3.Row) -> Effect:
+    d = dict(row)
+    d["args"] = json.loads(d["args"])
+    d["result"] = json.loads(d["result"]) if d["result"] is not None else None
+    return Effect.model_validate(d)
