@@ -66,10 +66,18 @@ class Engine:
         run = self.store.create_run(run, b.commit(initial=True))
         return self.resume(run.run_id) if drive and run.status == "running" else run
 
-    def resume(self, run_id: str) -> RunState:
-        """Continue a run from its last checkpoint until it stops."""
-        with self._lease(run_id):
+    def resume(self, run_id: str, *, take_over: bool = False) -> RunState:
+        """Continue a run from its last checkpoint until it stops.
+
+        ``take_over`` takes the run's lease from whoever holds it — for a holder this
+        host cannot see is gone (another machine, a reused process id). Make sure it is.
+        """
+        with self._lease(run_id, force=take_over) as previous:
             run = self._load(run_id)
+            if take_over and previous:
+                b = StepBuilder(self, run, step=run.step)
+                b.event("takeover", detail={"from": previous})
+                run = b.save()
             run = self._expire_if_due(run)
             if run.status == "model_unavailable":
                 b = StepBuilder(self, run, step=run.step)
@@ -354,8 +362,8 @@ class Engine:
             self._transcript[run_id] = self.store.messages(run_id)
         return self._transcript[run_id]
 
-    def _lease(self, run_id: str) -> _Lease:
-        return _Lease(self, run_id)
+    def _lease(self, run_id: str, *, force: bool = False) -> _Lease:
+        return _Lease(self, run_id, force)
 
 
 def usable(raw: Any) -> Action:
@@ -380,12 +388,14 @@ def usable(raw: Any) -> Action:
 
 
 class _Lease:
-    def __init__(self, engine: Engine, run_id: str) -> None:
+    def __init__(self, engine: Engine, run_id: str, force: bool = False) -> None:
         self.engine = engine
         self.run_id = run_id
+        self.force = force
 
-    def __enter__(self) -> None:
-        self.engine.store.acquire(self.run_id, self.engine.owner, self.engine.clock())
+    def __enter__(self) -> str | None:
+        return self.engine.store.acquire(self.run_id, self.engine.owner, self.engine.clock(),
+                                         force=self.force)
 
     def __exit__(self, *exc: object) -> None:
         self.engine.store.release(self.run_id, self.engine.owner)

@@ -83,7 +83,8 @@ class RunLocked(RunError):
         self.owner = owner
         super().__init__(
             f"run {run_id!r} is being driven by another process ({owner}); "
-            "wait for it to stop, then resume",
+            "wait for it to stop, then resume (if that process is gone for good: "
+            "fsm resume --take-over)",
             run_id=run_id,
         )
 

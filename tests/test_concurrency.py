@@ -124,3 +124,23 @@ def test_two_engines_in_one_process_do_not_share_a_run(tmp_path: Path) -> None:
     assert len(shop.ledger()) == 1
     # Once the first engine let go, another may take the run (here: nothing left to do).
     assert Engine(build(shop), store, clerk).resume("r").status == "done"
+
+
+def test_a_lease_from_another_host_is_taken_over_only_on_request(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+    store = SQLiteStore(db)
+    Engine(build(Shop(db).seed_demo()), store, clerk).start(
+        "Order A-1001: kettle broken", user="asha", run_id="r", drive=False)
+    store.acquire("r", "other-host:4242:abcd1234", time.time())  # a machine we cannot see
+    refused = fork_fsm("resume", "r", "--db", db)
+    assert refused.code == 1
+    assert "being driven by another process (other-host:4242:abcd1234)" in refused.stderr
+    assert "--take-over" in refused.stderr
+    assert Shop(db).ledger() == []
+    taken = fork_fsm("resume", "r", "--take-over", "--db", db)
+    assert taken.code == 0, taken
+    assert [p["amount_paise"] for p in Shop(db).ledger()] == [35_000]
+    events = store.events("r")
+    takeovers = [e.detail for e in events if e.kind == "takeover"]
+    assert takeovers == [{"from": "other-host:4242:abcd1234"}]
+    assert store.load_run("r").status == "done" and audit(store, "r").ok

@@ -97,6 +97,10 @@ def resume_cmd(
     policy: str | None = typer.Option(None, "--policy", help="override the policy"),
     model: str | None = typer.Option(None, "--model", help="override with this model"),
     base_url: str | None = typer.Option(None, "--base-url", help="endpoint for --model"),
+    take_over: bool = typer.Option(
+        False, "--take-over",
+        help="take the run from a lease holder this host cannot see (another machine, a "
+             "reused pid); only when you know that process is gone"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -109,7 +113,7 @@ def resume_cmd(
         raise InvalidRunState(f"run {run_id!r} has finished ({run.status}); nothing to resume",
                               run_id=run_id, state=run.state)
     engine = engine_for_run(store, run_id, policy=policy, model=model, base_url=base_url)
-    run = engine.resume(run_id)
+    run = engine.resume(run_id, take_over=take_over)
     report(store, run, as_json)
 
 

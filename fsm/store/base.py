@@ -173,10 +173,11 @@ class Store(ABC):
         """(number of log events, hash of the last one), kept with the run row."""
 
     @abstractmethod
-    def acquire(self, run_id: str, owner: str, now: float) -> None:
-        """Take the run's lease or raise :class:`~fsm.errors.RunLocked`.
+    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False) -> str | None:
+        """Take the run's lease or raise :class:`~fsm.errors.RunLocked`; the previous holder.
 
-        A lease held by a process that no longer exists on this host is taken over.
+        A lease held by a process that no longer exists on this host is taken over;
+        ``force`` takes it from any holder (an operator's decision: the holder is gone).
         """
 
     @abstractmethod

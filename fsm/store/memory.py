@@ -157,15 +157,16 @@ class MemoryStore(Store):
                 raise RunNotFound(run_id)
             return len(log), (log[-1].hash if log else GENESIS)
 
-    def acquire(self, run_id: str, owner: str, now: float) -> None:
+    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False) -> str | None:
         from fsm.errors import RunLocked
 
         with self._lock:
             self.load_run(run_id)
             held = self._leases.get(run_id)
-            if held is not None and held != owner and not lease_is_free(held):
+            if held is not None and held != owner and not force and not lease_is_free(held):
                 raise RunLocked(run_id, held)
             self._leases[run_id] = owner
+            return held if held != owner else None
 
     def release(self, run_id: str, owner: str) -> None:
         with self._lock:

@@ -338,16 +338,17 @@ class SQLiteStore(Store):
 
     # -- leases ---------------------------------------------------------------------
 
-    def acquire(self, run_id: str, owner: str, now: float) -> None:
+    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False) -> str | None:
         with self._tx() as db:
             row = db.execute("SELECT lease_owner FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if row is None:
                 raise RunNotFound(run_id)
             held = row[0]
-            if held and held != owner and not lease_is_free(held):
+            if held and held != owner and not force and not lease_is_free(held):
                 raise RunLocked(run_id, held)
             db.execute("UPDATE runs SET lease_owner = ?, lease_at = ? WHERE run_id = ?",
                        (owner, now, run_id))
+            return held if held != owner else None
 
     def release(self, run_id: str, owner: str) -> None:
         with self._tx() as db:
