@@ -9,6 +9,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import graphviz
@@ -199,17 +202,31 @@ def to_dot(d: Diagram) -> str:
 
 
 def to_image(dot: str, fmt: str) -> bytes:
-    """Render DOT source with Graphviz's ``dot``; SVG carries the DOT's hash as a comment."""
-    try:
-        data: bytes = graphviz.Source(dot).pipe(format=fmt)
-    except graphviz.ExecutableNotFound:
+    """Render DOT source with Graphviz's ``dot``; SVG carries the DOT's hash as a comment.
+
+    ``dot`` gets ``FSM_DOT_TIMEOUT`` seconds (default 120): some large graphs (many edges
+    into one far state) take Graphviz minutes to lay out.
+    """
+    program = shutil.which("dot")
+    if program is None:
         raise GraphvizMissing(
             f"rendering {fmt.upper()} needs Graphviz's 'dot' program, which is not installed; "
             "install the package graphviz (Debian/Ubuntu: apt-get install -y graphviz, "
             "macOS: brew install graphviz), or write dot, mermaid or md, which need nothing"
+        )
+    timeout = float(os.environ.get("FSM_DOT_TIMEOUT") or 120)
+    try:
+        proc = subprocess.run([program, f"-T{fmt}"], input=dot.encode(), capture_output=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise FSMError(
+            f"Graphviz 'dot' did not finish {fmt.upper()} within {timeout:g} s; write dot, "
+            "mermaid or md instead, or allow more time with FSM_DOT_TIMEOUT"
         ) from None
-    except graphviz.CalledProcessError as exc:
-        raise FSMError(f"Graphviz 'dot' failed to render {fmt.upper()}: {exc}") from None
+    if proc.returncode != 0:
+        raise FSMError(f"Graphviz 'dot' failed to render {fmt.upper()}: "
+                       f"{proc.stderr.decode(errors='replace').strip()}")
+    data = proc.stdout
     if fmt == "svg":
         stamp = f"<!-- fsm: dot-sha256 {dot_sha256(dot)} -->\n".encode()
         at = data.find(b"<svg")

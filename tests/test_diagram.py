@@ -293,3 +293,17 @@ def test_cli_overlays_a_run_from_the_sqlite_store(tmp_path: Path) -> None:
     assert "Status **done**, now in `done`." in proc.stdout
     proc = fsm("diagram", "refund", "--run", "nope", "--db", str(db))
     assert proc.returncode == 1 and "run 'nope' not found" in proc.stderr
+
+
+def test_a_layout_that_takes_too_long_is_a_clear_error(tmp_path: Path) -> None:
+    slow = tmp_path / "bin"
+    slow.mkdir()
+    (slow / "dot").write_text("#!/bin/sh\nsleep 5\n")
+    (slow / "dot").chmod(0o755)
+    target = tmp_path / "refund.svg"
+    env = {**os.environ, "PATH": f"{slow}:{os.environ['PATH']}", "FSM_DOT_TIMEOUT": "0.5"}
+    proc = subprocess.run([sys.executable, "-m", "fsm", "diagram", "refund", "-o", str(target)],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "did not finish SVG within 0.5 s" in proc.stderr
+    assert not target.exists()
