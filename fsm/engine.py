@@ -74,7 +74,9 @@ class Engine:
         """
         with self._lease(run_id, force=take_over) as previous:
             run = self._load(run_id)
-            if take_over and previous:
+            # A paused run is only released, not written: a new version would make its
+            # pending approval stale.
+            if take_over and previous and run.status != "awaiting_approval":
                 b = StepBuilder(self, run, step=run.step)
                 b.event("takeover", detail={"from": previous})
                 run = b.save()

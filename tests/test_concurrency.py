@@ -144,3 +144,18 @@ def test_a_lease_from_another_host_is_taken_over_only_on_request(tmp_path: Path)
     takeovers = [e.detail for e in events if e.kind == "takeover"]
     assert takeovers == [{"from": "other-host:4242:abcd1234"}]
     assert store.load_run("r").status == "done" and audit(store, "r").ok
+
+
+def test_taking_over_a_paused_run_keeps_its_approval_valid(tmp_path: Path) -> None:
+    db = str(tmp_path / "runs.db")
+    store = SQLiteStore(db)
+    run = Engine(build(Shop(db).seed_demo()), store, clerk).start(
+        "Order A-1002: headphones dead", user="ravi", run_id="big")
+    assert run.status == "awaiting_approval"
+    store.acquire("big", "other-host:4242:abcd1234", time.time())
+    assert fork_fsm("approve", "big", "--reviewer", "priya", "--db", db).code == 1
+    assert fork_fsm("resume", "big", "--take-over", "--db", db).code == 0
+    approved = fork_fsm("approve", "big", "--reviewer", "priya", "--db", db)
+    assert approved.code == 0, approved
+    assert [p["amount_paise"] for p in Shop(db).ledger()] == [180_000]
+    assert store.load_run("big").status == "done" and audit(store, "big").ok
