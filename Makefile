@@ -25,7 +25,11 @@ bench: $(STAMP)
 	$(BIN)/python bench/steps.py
 
 diagrams: $(STAMP)
-	$(BIN)/python -m fsm.diagram_files refund diagrams
+	$(BIN)/fsm diagram refund -o diagrams/refund.dot
+	$(BIN)/fsm diagram refund -o diagrams/refund.svg
+	$(BIN)/fsm diagram refund -o diagrams/refund.mmd
+	$(BIN)/fsm diagram refund -o diagrams/refund.md
+	$(BIN)/fsm verify refund -o diagrams/refund-verification.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -25,7 +25,7 @@ from collections import Counter
 from pathlib import Path
 
 from fsm import RunNotFound, SQLiteStore
-from fsm.audit import audit
+from fsm.auditor.audit import audit
 from fsm.testing import state_path
 from workflows.refund import Shop
 

@@ -40,8 +40,8 @@ from fsm import (
     WorkflowSpec,
     define_workflow,
 )
+from fsm.runtime.view import view_at
 from fsm.store.schema import MIGRATIONS
-from fsm.view import view_at
 
 RUN = "bench"
 TARGETS = {"per_step_vs_floor": 2.0, "flat": 1.25, "resume_ms": 100.0, "show_ms": 50.0}

@@ -1,8 +1,6 @@
 """fsm: tool-using LLM agents run as explicit, checkpointed finite-state machines."""
 
 from fsm.agent import Agent, Tool
-from fsm.compaction import Compactor
-from fsm.engine import Engine
 from fsm.errors import (
     ApprovalAlreadyDecided,
     ApprovalError,
@@ -21,14 +19,16 @@ from fsm.errors import (
     WorkflowDefinitionError,
 )
 from fsm.policy import Action, Policy, PolicyUnavailable, Usage, View
-from fsm.run import Budgets, Pending, RunState, Used
+from fsm.records import Approval, Budgets, Effect, Event, Pending, RunState, Used, ViewRecord
+from fsm.runtime.compaction import Compactor
+from fsm.runtime.engine import Engine
+from fsm.runtime.view import view_at
 from fsm.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
-from fsm.store.base import Approval, Effect, Event, Store, ViewRecord
+from fsm.store.base import Store
 from fsm.store.memory import MemoryStore
 from fsm.store.schema import StoreError
 from fsm.store.sqlite import SQLiteStore
 from fsm.tools import NoArgs, ToolContext, ToolSpec
-from fsm.view import view_at
 
 __all__ = [
     "ADVANCE",

@@ -2,7 +2,7 @@
 
 ``Agent`` is not a second loop: it compiles its tools into a one-state workflow
 (``working``, where a final answer finishes the run) and drives it with
-:class:`~fsm.engine.Engine` on an in-memory store.
+:class:`~fsm.runtime.engine.Engine` on an in-memory store.
 """
 
 from __future__ import annotations
@@ -16,12 +16,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fsm.engine import Engine, usable
 from fsm.errors import InvalidRunState, NothingPending
 from fsm.policy import Action, View
-from fsm.run import Budgets, Pending, RunState
+from fsm.records import Approval, Budgets, Pending, RunState, StepCommit
+from fsm.runtime.engine import Engine, usable
 from fsm.spec import define_workflow
-from fsm.store.base import Approval, StepCommit
 from fsm.store.memory import MemoryStore
 from fsm.tools import ToolContext, ToolSpec
 
@@ -140,7 +139,7 @@ class Agent:
                               step=data["steps"], approval_id=approval_id)
             run.pending = pending
             now = engine.clock()
-            from fsm.run import fingerprint
+            from fsm.records import fingerprint
 
             commit.new_approval = Approval(
                 approval_id=approval_id, run_id=agent.run_id, step=pending.step,

@@ -68,7 +68,7 @@ class View(BaseModel):
     step: int
     #: The workflow machine's state.
     state: str
-    #: The transcript, possibly compacted (see :mod:`fsm.compaction`).
+    #: The transcript, possibly compacted (see :mod:`fsm.runtime.compaction`).
     messages: list[dict[str, Any]]
     #: JSON schemas of the tools allowed in ``state`` plus ``advance``.
     tools: list[dict[str, Any]]

@@ -109,7 +109,7 @@ class WorkflowSpec(BaseModel):
     #: Human event fired when a reviewer denies a paused state.
     deny_event: str = "declined"
     approval_ttl_seconds: float = 72 * 3600
-    #: Invariants the verifier proves (see :mod:`fsm.verify`).
+    #: Invariants the verifier proves (see :mod:`fsm.auditor.verify`).
     invariants: tuple[Any, ...] = ()
     #: Free-form settings the workflow's own code reads (e.g. the approval limit).
     settings: dict[str, Any] = {}

@@ -20,9 +20,9 @@ from fsm import (
     NothingPending,
     SQLiteStore,
 )
-from fsm.approvals import apply_decision
-from fsm.audit import audit
-from fsm.store.base import StepCommit
+from fsm.auditor.audit import audit
+from fsm.records import StepCommit
+from fsm.runtime.review import apply_decision
 from workflows.refund import Shop, build, clerk
 
 TTL = 72 * 3600

@@ -18,9 +18,9 @@ from refund_scripts import actions, large_refund, small_refund
 
 from fsm import Budgets, Engine, MemoryStore, WorkflowSpec, view_at
 from fsm.adapters import OpenAIPolicy
-from fsm.compaction import SETTING, Chunk, Compactor, Summary, summarise, view_chars
 from fsm.policy import Usage
-from fsm.run import canonical
+from fsm.records import canonical
+from fsm.runtime.compaction import SETTING, Chunk, Compactor, Summary, summarise, view_chars
 from fsm.testing import ScriptedPolicy, state_path
 from workflows.refund import Shop, build
 

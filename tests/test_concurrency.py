@@ -13,7 +13,7 @@ import pytest
 from crashkit import fork_fsm, policy_log, popen_fsm
 
 from fsm import Engine, RunLocked, SQLiteStore
-from fsm.audit import audit
+from fsm.auditor.audit import audit
 from workflows.refund import Shop, build, clerk
 
 SMALL = "Order A-1001: the kettle arrived broken, please refund it"

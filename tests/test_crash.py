@@ -22,9 +22,9 @@ import pytest
 from crashkit import Exit, fork_fsm, policy_log, run_fsm, start_fsm
 
 from fsm import RunNotFound, SQLiteStore
-from fsm.audit import audit
+from fsm.auditor.audit import audit
+from fsm.runtime.view import view_at
 from fsm.testing import state_path
-from fsm.view import view_at
 from workflows.refund import Shop, build
 
 RUN = "crash"

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fsm.audit import audit
+from fsm.auditor.audit import audit
 from fsm.store import SQLiteStore
 from workflows.refund.shop import Shop
 

@@ -14,9 +14,8 @@ from refund_scripts import actions, small_refund
 from typer.testing import CliRunner
 
 from fsm import Action, Engine, FSMError, MemoryStore, WorkflowSpec
-from fsm.cli import app
-from fsm.diagram import Overlay, Taken, extract, overlay
-from fsm.diagram_render import (
+from fsm.auditor.diagram import Overlay, Taken, extract, overlay
+from fsm.auditor.render import (
     GraphvizMissing,
     dot_sha256,
     format_for,
@@ -25,6 +24,7 @@ from fsm.diagram_render import (
     to_markdown,
     to_mermaid,
 )
+from fsm.cli import app
 from fsm.store import open_store
 from fsm.testing import ScriptedPolicy
 from workflows.refund import Shop, build, clerk

@@ -23,7 +23,7 @@ from fsm.adapters import ModelConfigError, OpenAIPolicy, translate
 from fsm.adapters.openai import LOCAL_API_KEY, default_backoff, is_local
 from fsm.policy import Usage, View
 from fsm.pricing import Price, PriceError, PriceTable
-from fsm.store.base import verify_chain
+from fsm.records import verify_chain
 from fsm.testing import state_path
 from workflows.refund import Shop
 

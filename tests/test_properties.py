@@ -20,8 +20,7 @@ from hypothesis import strategies as st
 from refund_scripts import actions, small_refund
 
 from fsm import Budgets, Engine, MemoryStore, RunState
-from fsm.run import FINAL_STATUSES
-from fsm.store.base import verify_chain
+from fsm.records import FINAL_STATUSES, verify_chain
 from fsm.testing import JUNK_OUTPUTS, MeddlingPolicy, RandomPolicy, ScriptedPolicy, ToolSpy
 from workflows.refund import APPROVAL_LIMIT_PAISE, TOOLS_BY_STATE, Shop, build, clerk
 from workflows.refund.shop import DEMO_ORDERS

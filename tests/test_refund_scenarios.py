@@ -15,7 +15,7 @@ import pytest
 from refund_scripts import actions, large_refund, small_refund
 
 from fsm import Action, Budgets, Engine, MemoryStore, Usage, WorkflowSpec
-from fsm.store.base import verify_chain
+from fsm.records import verify_chain
 from fsm.testing import ScriptedPolicy, state_path
 from workflows.refund import Shop, clerk
 

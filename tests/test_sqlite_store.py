@@ -23,10 +23,9 @@ from fsm import (
     WorkflowSpec,
     define_workflow,
 )
-from fsm.audit import audit
-from fsm.run import SCHEMA_VERSION, migrate
+from fsm.auditor.audit import audit
+from fsm.records import GENESIS, SCHEMA_VERSION, StepCommit, migrate
 from fsm.store import open_store
-from fsm.store.base import GENESIS, StepCommit
 from fsm.store.schema import MIGRATIONS
 
 

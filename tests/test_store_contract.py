@@ -31,8 +31,7 @@ from fsm import (
     Store,
     ViewRecord,
 )
-from fsm.run import fingerprint
-from fsm.store.base import GENESIS, StepCommit, verify_chain
+from fsm.records import GENESIS, StepCommit, fingerprint, verify_chain
 
 STORES = ["memory", "sqlite"]
 

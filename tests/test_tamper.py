@@ -16,7 +16,7 @@ import pytest
 from crashkit import fork_fsm, run_fsm
 
 from fsm import Event, SQLiteStore
-from fsm.audit import audit
+from fsm.auditor.audit import audit
 from fsm.store.sqlite import _EVENT_COLS
 from workflows.refund import Shop, build, clerk
 

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 from fsm import Engine, MemoryStore, ToolSpec, WorkflowSpec, define_workflow
-from fsm.diagram import extract
-from fsm.diagram_render import to_dot, to_markdown, to_mermaid
-from fsm.testing import ScriptedPolicy
-from fsm.verify import (
+from fsm.auditor.diagram import extract
+from fsm.auditor.render import to_dot, to_markdown, to_mermaid
+from fsm.auditor.verify import (
     AlwaysReaches,
     AtMostOnce,
     HumanOnly,
@@ -29,6 +28,7 @@ from fsm.verify import (
     ToolOnlyIn,
     verify,
 )
+from fsm.testing import ScriptedPolicy
 from workflows.refund import Shop
 from workflows.refund.invariants import INVARIANTS
 from workflows.refund.workflow import (

@@ -169,8 +169,8 @@ class OpenAIPolicy:
                      calls=calls)
 
     def summariser(self, max_chars: int = 2000) -> Callable[..., Any]:
-        """A model-backed summariser for :class:`fsm.compaction.Compactor`."""
-        from fsm.compaction import ModelSummariser
+        """A model-backed summariser for :class:`fsm.runtime.compaction.Compactor`."""
+        from fsm.runtime.compaction import ModelSummariser
 
         return ModelSummariser(self, max_chars=max_chars)
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import typer
 
-from fsm.diagram import Overlay, extract, overlay
-from fsm.diagram_files import write_atomic
-from fsm.diagram_render import FORMATS, format_for, render
+from fsm.auditor.diagram import Overlay, extract, overlay
+from fsm.auditor.render import FORMATS, format_for, render
+from fsm.auditor.verify import verify
+from fsm.cli.files import write_atomic
 from fsm.registry import load_workflow
 from fsm.spec import WorkflowSpec
-from fsm.verify import verify
 
 from .app import DB_HELP, app, console
 from .context import UsageError, store_for

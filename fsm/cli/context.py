@@ -7,11 +7,11 @@ import os
 import time
 from typing import Any
 
-from fsm.compaction import Compactor
-from fsm.engine import Engine
 from fsm.errors import FSMError
+from fsm.records import RunState
 from fsm.registry import NotFound, default_policy, load_policy, load_workflow
-from fsm.run import RunState
+from fsm.runtime.compaction import Compactor
+from fsm.runtime.engine import Engine
 from fsm.spec import WorkflowSpec
 from fsm.store import SQLiteStore, open_store
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import typer
 
-from fsm.audit import audit
+from fsm.auditor.audit import audit
 from fsm.errors import RunError
-from fsm.view import view_at
+from fsm.runtime.view import view_at
 
 from .app import DB_HELP, JSON_HELP, app, console, print_json, print_table
 from .context import amount_of, fmt_time, path_of, spec_for_run, store_for

@@ -7,10 +7,10 @@ from typing import Any
 
 import typer
 
-from fsm.compaction import Compactor
-from fsm.engine import Engine
+from fsm.records import Budgets, RunState
 from fsm.registry import load_workflow
-from fsm.run import Budgets, RunState
+from fsm.runtime.compaction import Compactor
+from fsm.runtime.engine import Engine
 from fsm.store import SQLiteStore
 
 from .app import DB_HELP, JSON_HELP, app, console, err_console, print_json

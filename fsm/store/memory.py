@@ -7,17 +7,8 @@ import threading
 from typing import Any
 
 from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunNotFound
-from fsm.run import RunState
-from fsm.store.base import (
-    GENESIS,
-    Approval,
-    Effect,
-    Event,
-    StepCommit,
-    Store,
-    ViewRecord,
-    chain,
-)
+from fsm.records import GENESIS, Approval, Effect, Event, RunState, StepCommit, ViewRecord, chain
+from fsm.store.base import Store
 from fsm.store.lease import lease_is_free
 
 

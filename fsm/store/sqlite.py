@@ -18,15 +18,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunLocked, RunNotFound
-from fsm.run import RunState, canonical
-from fsm.store.base import (
-    Approval,
-    Effect,
-    Event,
-    StepCommit,
-    Store,
-    ViewRecord,
-)
+from fsm.records import Approval, Effect, Event, RunState, StepCommit, ViewRecord, canonical
+from fsm.store.base import Store
 from fsm.store.lease import lease_is_free
 from fsm.store.schema import MIGRATIONS, StoreError
 

@@ -6,7 +6,7 @@ person approved; only people approve, decline or let a request expire; only the
 payment tool reports a refund's outcome, at most once; every run can end.
 """
 
-from fsm.verify import (
+from fsm.auditor.verify import (
     AlwaysReaches,
     AtMostOnce,
     FiredOnlyByTools,

@@ -17,12 +17,11 @@ from fsm.errors import (
     ApprovalStale,
     NothingPending,
 )
-from fsm.run import RunState, fingerprint
-from fsm.step import StepBuilder
-from fsm.store.base import Approval
+from fsm.records import Approval, RunState, fingerprint
+from fsm.runtime.step import StepBuilder
 
 if TYPE_CHECKING:
-    from fsm.engine import Engine
+    from fsm.runtime.engine import Engine
 
 
 def _same_person(a: str, b: str) -> bool:

@@ -6,11 +6,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fsm.diagram import MODEL, PERSON, TOOL_PREFIX, Diagram
+from fsm.auditor.diagram import MODEL, PERSON, TOOL_PREFIX, Diagram
 from fsm.errors import WorkflowDefinitionError
 
 if TYPE_CHECKING:
-    from fsm.invariants import Invariant
+    from fsm.auditor.invariants import Invariant
 
 
 class InvariantError(WorkflowDefinitionError):

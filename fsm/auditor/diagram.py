@@ -3,8 +3,8 @@
 One pipeline serves every format: :func:`extract` turns a
 :class:`~fsm.spec.WorkflowSpec` (and optionally one run's event log, see
 :func:`overlay`) into a :class:`Diagram`; the renderers in
-:mod:`fsm.diagram_render` turn that into DOT, SVG, Mermaid or Markdown, and the
-verifier in :mod:`fsm.verify` explores the very same edges. Nothing here does I/O.
+:mod:`fsm.auditor.render` turn that into DOT, SVG, Mermaid or Markdown, and the
+verifier in :mod:`fsm.auditor.verify` explores the very same edges. Nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fsm.errors import FSMError
+from fsm.records import Event
 from fsm.spec import WorkflowSpec
-from fsm.store.base import Event
 
 #: The tool tag that marks a tool which moves money.
 MONEY_TAG = "moves_money"

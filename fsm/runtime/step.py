@@ -8,12 +8,11 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fsm.policy import Action, Usage
-from fsm.run import RunState
-from fsm.store.base import Approval, Event, StepCommit, ViewRecord
+from fsm.records import Approval, Event, RunState, StepCommit, ViewRecord
 
 if TYPE_CHECKING:
-    from fsm.engine import Engine
-    from fsm.gate import Refuse
+    from fsm.runtime.engine import Engine
+    from fsm.runtime.gate import Refuse
 
 
 class StepBuilder:

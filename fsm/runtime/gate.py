@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from fsm.policy import Action
-from fsm.run import RunState, fingerprint
+from fsm.records import RunState, fingerprint
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.tools import ToolSpec
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import graphviz
 
-from fsm.diagram import LEGEND, RUN_LEGEND, Diagram, Edge, Node
+from fsm.auditor.diagram import LEGEND, RUN_LEGEND, Diagram, Edge, Node
 from fsm.errors import FSMError
 
 FORMATS = ("dot", "svg", "png", "mermaid", "md")

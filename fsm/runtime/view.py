@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.policy import View
+from fsm.records import ViewRecord
 from fsm.spec import ADVANCE, WorkflowSpec
-from fsm.store.base import Store, ViewRecord
+from fsm.store.base import Store
 
 
 def advance_schema(spec: WorkflowSpec, events: list[str]) -> dict[str, Any]:

@@ -29,13 +29,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fsm.policy import PolicyUnavailable, Usage
-from fsm.run import canonical
-from fsm.view import compacted
+from fsm.records import canonical
+from fsm.runtime.view import compacted
 
 if TYPE_CHECKING:
     from fsm.adapters.openai import OpenAIPolicy
-    from fsm.engine import Engine
-    from fsm.step import StepBuilder
+    from fsm.runtime.engine import Engine
+    from fsm.runtime.step import StepBuilder
 
 SETTING = "compaction_threshold_chars"
 DEFAULT_THRESHOLD_CHARS = 48_000

@@ -16,14 +16,23 @@ from pydantic import ValidationError
 
 from fsm.errors import DefinitionChanged, InvalidRunState, RunLocked
 from fsm.faults import fault
-from fsm.gate import Call, Finish, Fire, Gate, Pause, Refuse
 from fsm.policy import Action, PolicyFn, PolicyUnavailable, Usage, as_action
-from fsm.run import FINAL_STATUSES, Budgets, Pending, RunState, fingerprint
+from fsm.records import (
+    FINAL_STATUSES,
+    Approval,
+    Budgets,
+    Effect,
+    Pending,
+    RunState,
+    ViewRecord,
+    fingerprint,
+)
+from fsm.runtime.gate import Call, Finish, Fire, Gate, Pause, Refuse
+from fsm.runtime.step import StepBuilder
+from fsm.runtime.view import offered, render
 from fsm.spec import ADVANCE, WorkflowSpec
-from fsm.step import StepBuilder
-from fsm.store.base import Approval, Effect, Store, ViewRecord
+from fsm.store.base import Store
 from fsm.store.lease import new_owner
-from fsm.view import offered, render
 
 Clock = Callable[[], float]
 
@@ -93,7 +102,7 @@ class Engine:
 
     def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "") -> RunState:
         """Approve or deny what a paused run waits for, then continue the run."""
-        from fsm.approvals import apply_decision
+        from fsm.runtime.review import apply_decision
 
         with self._lease(run_id):
             run = self._load(run_id)
@@ -340,7 +349,7 @@ class Engine:
         })
 
     def _expire_if_due(self, run: RunState) -> RunState:
-        from fsm.approvals import expire_if_due
+        from fsm.runtime.review import expire_if_due
 
         return expire_if_due(self, run)
 

@@ -1,4 +1,4 @@
-"""The invariant vocabulary: small monitors run alongside the machine by :mod:`fsm.verify`.
+"""The invariant vocabulary: small monitors run alongside the machine by :mod:`fsm.auditor.verify`.
 
 Each invariant names states, events, tools or facts of a workflow; a breadth-first
 search over (state, monitor) pairs finds the shortest path that breaks it, if any.
@@ -13,8 +13,8 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
-from fsm.diagram import PERSON, Diagram
-from fsm.paths import Graph, Move, Verdict
+from fsm.auditor.diagram import PERSON, Diagram
+from fsm.auditor.graph import Graph, Move, Verdict
 
 #: Field name of an invariant → the kind of name it holds.
 _KINDS = {"tool": "tools", "state": "states", "states": "states", "event": "events",

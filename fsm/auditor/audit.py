@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fsm.run import FINAL_STATUSES
-from fsm.store.base import Event, Store, verify_chain
+from fsm.records import FINAL_STATUSES, Event, verify_chain
+from fsm.store.base import Store
 
 
 @dataclass

@@ -14,7 +14,7 @@ A workflow declares its invariants next to its tables, in this vocabulary::
     )
 
 :func:`verify` explores every path of the machine from the initial state — the
-edges of :func:`fsm.diagram.extract`, so exactly what the diagram shows: who may
+edges of :func:`fsm.auditor.diagram.extract`, so exactly what the diagram shows: who may
 fire each event, the facts each guard establishes, the tools of each state. Each
 invariant is a small monitor run alongside the machine; a breadth-first search over
 (state, monitor) pairs visits each pair once, so cycles end, and the first breaking
@@ -28,8 +28,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fsm.diagram import Diagram, extract
-from fsm.invariants import (
+from fsm.auditor.diagram import Diagram, extract
+from fsm.auditor.graph import Graph, InvariantError, Move, Verdict
+from fsm.auditor.invariants import (
     AlwaysReaches,
     AtMostOnce,
     FiredOnlyByTools,
@@ -41,7 +42,6 @@ from fsm.invariants import (
     ToolOnlyAfter,
     ToolOnlyIn,
 )
-from fsm.paths import Graph, InvariantError, Move, Verdict
 from fsm.spec import WorkflowSpec
 
 __all__ = [
@@ -77,7 +77,7 @@ def check_names(diagram: Diagram, invariants: Iterable[object]) -> None:
     for i, inv in enumerate(invariants):
         if not isinstance(inv, Invariant):
             problems.append(f"invariants[{i}] is a {type(inv).__name__}, not an invariant "
-                            "(use the classes of fsm.verify)")
+                            "(use the classes of fsm.auditor.verify)")
             continue
         for kind, names in inv.names().items():
             for name in names:
