@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from fsm.errors import InvalidRunState, NothingPending
 from fsm.policy import Action, View
-from fsm.records import Approval, Budgets, Pending, RunState, StepCommit
+from fsm.records import Approval, Budgets, CallAwaitingApproval, RunState, StepCommit
 from fsm.runtime.engine import Engine, usable
 from fsm.spec import define_workflow
 from fsm.store.memory import MemoryStore
@@ -89,7 +89,8 @@ class Agent:
                     "pending": None, "answer": None}
         pending = None
         if run.pending is not None:
-            pending = {"tool": run.pending.tool, "args": run.pending.args, "key": run.pending.key}
+            pending = {"tool": run.pending.tool, "args": run.pending.args,
+                       "key": getattr(run.pending, "key", None)}
         return {"run_id": self.run_id, "history": self._store.messages(self.run_id),
                 "steps": run.used.steps, "status": run.status, "pending": pending,
                 "answer": run.answer}
@@ -135,17 +136,12 @@ class Agent:
         p = data["pending"]
         if p is not None:
             approval_id = f"{agent.run_id}:resumed"
-            pending = Pending(kind="call", tool=p["tool"], args=p["args"], key=p["key"],
-                              step=data["steps"], approval_id=approval_id)
+            pending = CallAwaitingApproval(tool=p["tool"], args=p["args"], key=p["key"],
+                                           step=data["steps"], approval_id=approval_id)
             run.pending = pending
-            now = engine.clock()
-            from fsm.records import fingerprint
-
-            commit.new_approval = Approval(
-                approval_id=approval_id, run_id=agent.run_id, step=pending.step,
-                tool=pending.tool, args=pending.args, args_hash=fingerprint(pending.subject()),
-                run_version=1, requested_at=now, expires_at=now + engine.spec.approval_ttl_seconds,
-            )
+            approval = Approval.request(pending, run_id=agent.run_id, run_version=1,
+                                        now=engine.clock(), ttl=engine.spec.approval_ttl_seconds)
+            commit.new_approval = approval.model_copy(update={"approval_id": approval_id})
         run.message_count = len(data["history"])
         agent._store.create_run(run, commit)
         return agent

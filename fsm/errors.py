@@ -24,6 +24,8 @@ are for programmers and operators.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class FSMError(Exception):
     """Base class of every error raised by fsm."""
@@ -123,3 +125,15 @@ class ApprovalStale(ApprovalError):
 
 class ApprovalRefused(ApprovalError):
     pass
+
+
+def validation_problems(exc: Any, whole: str = "(value)") -> list[str]:
+    """A pydantic ``ValidationError`` as one ``"field: message"`` line per problem;
+    ``whole`` names the value itself when the problem is not in one field."""
+    return [f"{'.'.join(str(p) for p in e['loc']) or whole}: {e['msg']}"
+            for e in exc.errors()]
+
+
+def validation_summary(exc: Any, whole: str = "(arguments)") -> str:
+    """A pydantic ``ValidationError`` in one line."""
+    return "; ".join(validation_problems(exc, whole))

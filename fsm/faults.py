@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("before_policy", "after_tool_before_commit", "after_commit")
-
 
 def fault(point: str, step: int) -> None:
     """Kill this process with SIGKILL if ``FSM_FAULT`` names ``point`` at ``step``."""

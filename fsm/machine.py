@@ -8,20 +8,30 @@ are translated here, at the one boundary, into :class:`TransitionRefused`.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from transitions import EventData, Machine, MachineError
 
 from fsm.errors import TransitionRefused
-
-if TYPE_CHECKING:
-    from fsm.spec import WorkflowSpec
+from fsm.spec import WorkflowSpec
 
 
 class _Token:
     """The model object ``transitions`` moves between states."""
 
     state: str
+
+
+def machine_for(spec: WorkflowSpec) -> WorkflowMachine:
+    """The compiled machine of ``spec``, built once per workflow."""
+    cache = spec.view_cache
+    machine = cache.get(_KEY)
+    if machine is None:
+        machine = cache[_KEY] = WorkflowMachine(spec)
+    return machine  # type: ignore[no-any-return]
+
+
+_KEY = ("machine",)
 
 
 class WorkflowMachine:

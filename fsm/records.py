@@ -1,23 +1,59 @@
-"""The persisted shape of a run: a small snapshot, never the transcript."""
+"""Every persisted shape, spelled once.
+
+The run row (:class:`RunState`, a small snapshot, never the transcript), what a paused
+run waits for (:data:`Pending`), the rows one step writes (:class:`Event`,
+:class:`Effect`, :class:`Approval`, :class:`ViewRecord`, gathered in a
+:class:`StepCommit`), and the helpers every layer shares: :func:`canonical`,
+:func:`fingerprint`, :func:`chain`, :func:`verify_chain`, :func:`new_id`, :func:`utc`.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: Bump when :class:`RunState` changes shape; add a step to ``_MIGRATIONS``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Status = Literal[
-    "running", "awaiting_approval", "done", "failed", "budget_exhausted", "handed_over",
-    "model_unavailable",
+    "running",            # a step may be taken now: ask the policy, or run an approved call
+    "awaiting_approval",  # paused for a person; nothing runs until a decision or an expiry
+    "done",               # reached a terminal state, or gave a final answer where allowed
+    "failed",             # the policy or the workflow's own code raised, or a repetition loop
+    "budget_exhausted",   # a step, cost, token or time budget is spent (``reason`` says which)
+    "handed_over",        # a person must take over: a hand-over state, an in-doubt write
+    "model_unavailable",  # the model could not be reached; resuming continues the run
 ]
 #: Statuses a run never leaves.
-FINAL_STATUSES = frozenset({"done", "failed", "budget_exhausted", "handed_over"})
+FINAL_STATUSES: frozenset[str] = frozenset(
+    {"done", "failed", "budget_exhausted", "handed_over"})
+#: Every status, in the order above.
+STATUSES: tuple[str, ...] = get_args(Status)
+
+EventKind = Literal[
+    "start",       # the run was created in the initial state
+    "policy",      # one policy call, with its usage
+    "tool",        # a tool ran (or a recorded write was replayed)
+    "refusal",     # the gate or the machine refused an action: an observation, not an error
+    "transition",  # an event moved the workflow machine
+    "pause",       # the run started to wait for a person
+    "decision",    # a person approved or denied, or the approval expired
+    "compaction",  # older turns of the view were replaced by a summary
+    "stop",        # the run reached a final status (or model_unavailable)
+    "resume",      # a run stopped as model_unavailable was continued
+    "takeover",    # an operator took the run's lease from a holder that is gone
+    "recover",     # a crash left a claimed write: its step is finished from the claim
+    "budget",      # an operator raised the budgets of a run
+]
+EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
+
+Verdict = Literal["approved", "denied", "expired"]
 
 
 def canonical(value: Any) -> str:
@@ -27,7 +63,20 @@ def canonical(value: Any) -> str:
 
 
 def fingerprint(value: Any) -> str:
+    """SHA-256 of the canonical JSON of ``value``."""
     return hashlib.sha256(canonical(value).encode()).hexdigest()
+
+
+def new_id() -> str:
+    """A fresh 12-hex-digit id for runs and approvals (tests patch it)."""
+    return uuid.uuid4().hex[:12]
+
+
+def utc(t: float | None) -> str:
+    """A timestamp as ``YYYY-MM-DD HH:MM:SSZ`` (empty for ``None``)."""
+    if t is None:
+        return ""
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 class Budgets(BaseModel):
@@ -48,10 +97,13 @@ class Budgets(BaseModel):
 class Used(BaseModel):
     """What the run has spent so far."""
 
+    #: Policy calls made.
     steps: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Model cost, in micro-units of the price table's currency.
     cost_micros: int = 0
+    #: Seconds spent inside steps.
     active_seconds: float = 0.0
 
     @property
@@ -72,24 +124,79 @@ class Used(BaseModel):
         return None
 
 
-class Pending(BaseModel):
-    """What a paused run waits for."""
+# -- what a paused run waits for ---------------------------------------------------------
 
-    #: ``call``: a tool call needing approval; ``event``: a state only a person can leave;
-    #: ``approved``: an approved call the engine runs next (the run is ``running``).
-    kind: Literal["call", "event", "approved"]
-    tool: str | None = None
-    args: dict[str, Any] = {}
-    key: str | None = None
-    #: The human events that may be fired (``kind == "event"``).
-    events: list[str] = []
+class CallAwaitingApproval(BaseModel):
+    """A validated write call that runs only once a person approves it."""
+
+    kind: Literal["call"] = "call"
+    #: The tool and the validated arguments the approval is bound to.
+    tool: str
+    args: dict[str, Any]
+    #: The idempotency key the call will run under.
+    key: str
     #: The step at which the pause began.
-    step: int = 0
+    step: int
     approval_id: str | None = None
+
+    @property
+    def events(self) -> list[str]:
+        return []
 
     def subject(self) -> dict[str, Any]:
         """What an approval is about; its hash ties a decision to this exact request."""
-        return {"kind": self.kind, "tool": self.tool, "args": self.args, "events": self.events}
+        return {"kind": "call", "tool": self.tool, "args": self.args, "events": []}
+
+
+class EventAwaitingPerson(BaseModel):
+    """A state only a person's event can leave."""
+
+    kind: Literal["event"] = "event"
+    #: The human events that may be fired.
+    events: list[str]
+    #: What the person is asked to decide on: the record of the event that entered the
+    #: waiting state (empty when that event records nothing).
+    args: dict[str, Any] = {}
+    step: int
+    approval_id: str | None = None
+
+    @property
+    def tool(self) -> None:
+        return None
+
+    def subject(self) -> dict[str, Any]:
+        return {"kind": "event", "tool": None, "args": self.args, "events": self.events}
+
+
+class ApprovedCall(BaseModel):
+    """An approved call the engine runs next (the run is ``running``)."""
+
+    kind: Literal["approved"] = "approved"
+    tool: str
+    #: Exactly the arguments approved; checked again immediately before the call runs.
+    args: dict[str, Any]
+    #: :func:`fingerprint` of the approved request (``CallAwaitingApproval.subject()``).
+    args_hash: str
+    key: str
+    step: int
+    approval_id: str | None = None
+
+    @property
+    def events(self) -> list[str]:
+        return []
+
+
+Pending = Annotated[
+    CallAwaitingApproval | EventAwaitingPerson | ApprovedCall, Field(discriminator="kind")]
+
+
+class Compaction(BaseModel):
+    """A compaction in force: ``messages[1:upto]`` are replaced in the view by ``summary``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    upto: int
+    summary: str
 
 
 class RunState(BaseModel):
@@ -98,7 +205,9 @@ class RunState(BaseModel):
     schema_version: int = SCHEMA_VERSION
     run_id: str
     workflow: str
+    #: The hash of the workflow definition the run started under.
     definition_hash: str
+    #: The person the run serves (a reviewer may not be this person).
     user: str = ""
     status: Status = "running"
     #: The workflow machine's state.
@@ -107,6 +216,7 @@ class RunState(BaseModel):
     step: int = 0
     used: Used = Field(default_factory=Used)
     budgets: Budgets = Field(default_factory=Budgets)
+    #: What the workflow's tools and event records remembered; guards read it.
     facts: dict[str, Any] = {}
     pending: Pending | None = None
     #: Why the run stopped (budget, failure, hand-over, model unavailable).
@@ -120,15 +230,14 @@ class RunState(BaseModel):
     recent_calls: list[str] = []
     #: Repeated calls refused in a row.
     repeat_refusals: int = 0
-    #: Compaction in force: ``{"upto": n, "summary": text}`` replaces messages[1:n].
-    compaction: dict[str, Any] | None = None
+    compaction: Compaction | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
 
     @model_validator(mode="before")
     @classmethod
     def _migrate(cls, data: Any) -> Any:
-        if isinstance(data, dict):
+        if isinstance(data, dict) and data.get("schema_version", 1) != SCHEMA_VERSION:
             return migrate(dict(data))
         return data
 
@@ -147,7 +256,22 @@ def _v1_to_v2(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-_MIGRATIONS = {1: _v1_to_v2}
+def _v2_to_v3(d: dict[str, Any]) -> dict[str, Any]:
+    # v2 kept one Pending model for three kinds; v3 keeps only each kind's own fields.
+    p = d.get("pending")
+    if isinstance(p, dict):
+        keep = {"call": ("tool", "args", "key", "step", "approval_id"),
+                "event": ("events", "args", "step", "approval_id"),
+                "approved": ("tool", "args", "key", "step", "approval_id")}[p["kind"]]
+        new = {"kind": p["kind"], **{k: p[k] for k in keep if k in p}}
+        if p["kind"] == "approved":
+            new["args_hash"] = fingerprint(
+                {"kind": "call", "tool": p.get("tool"), "args": p.get("args", {}), "events": []})
+        d["pending"] = new
+    return d
+
+
+_MIGRATIONS = {1: _v1_to_v2, 2: _v2_to_v3}
 
 
 def migrate(d: dict[str, Any]) -> dict[str, Any]:
@@ -176,19 +300,18 @@ class ViewRecord(BaseModel):
     events: list[str]
     #: The view showed ``messages[:message_count]`` (after compaction, below).
     message_count: int
-    #: Compaction in force: messages[1:upto] were replaced by ``summary``.
-    compaction: dict[str, Any] | None = None
+    compaction: Compaction | None = None
 
 
 class Event(BaseModel):
     """One row of the append-only, hash-chained event log."""
 
     run_id: str
+    #: Position in the run's log, from 0.
     seq: int = 0
     step: int
     time: float
-    #: policy, tool, refusal, transition, pause, decision, compaction, stop, start, resume
-    kind: str
+    kind: EventKind
     state_before: str | None = None
     state_after: str | None = None
     tool: str | None = None
@@ -197,15 +320,18 @@ class Event(BaseModel):
     cost_micros: int = 0
     tokens: int = 0
     reviewer: str | None = None
+    #: Kind-specific facts (arguments, keys, the decision and note, compaction sizes).
     detail: dict[str, Any] = {}
+    #: The hash of the previous row (:data:`GENESIS` for the first).
     prev_hash: str = GENESIS
+    #: SHA-256 over ``prev_hash`` and the canonical JSON of this row without its hash.
     hash: str = ""
 
     def body(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"hash"})
+        return self.model_dump(mode="json", exclude={"hash"})
 
     def compute_hash(self) -> str:
-        return hashlib.sha256((self.prev_hash + canonical(self.body())).encode()).hexdigest()
+        return _link(self.prev_hash, self.body())
 
 
 class Effect(BaseModel):
@@ -216,6 +342,7 @@ class Effect(BaseModel):
     step: int
     tool: str
     args: dict[str, Any]
+    #: STARTED: claimed, maybe running or crashed; DONE: the result is recorded.
     status: Literal["STARTED", "DONE"]
     result: Any = None
     #: Set when the tool raised: the ``"TypeName: message"`` the model reads.
@@ -225,19 +352,45 @@ class Effect(BaseModel):
 
 
 class Approval(BaseModel):
+    """A request for a person's decision, bound to one pending request and run version."""
+
     approval_id: str
     run_id: str
     step: int
     tool: str | None
+    #: The arguments (or, for a waiting state, what is asked) the approval is bound to.
     args: dict[str, Any]
+    #: :func:`fingerprint` of the pending request's subject.
     args_hash: str
     run_version: int
     requested_at: float
     expires_at: float
-    decision: Literal["approved", "denied", "expired"] | None = None
+    decision: Verdict | None = None
     reviewer: str | None = None
     note: str | None = None
     decided_at: float | None = None
+
+    @classmethod
+    def request(cls, pending: CallAwaitingApproval | EventAwaitingPerson, *, run_id: str,
+                run_version: int, now: float, ttl: float) -> Approval:
+        """The approval row for a new pause."""
+        return cls(
+            approval_id=new_id(), run_id=run_id, step=pending.step, tool=pending.tool,
+            args=pending.args, args_hash=fingerprint(pending.subject()),
+            run_version=run_version, requested_at=now, expires_at=now + ttl,
+        )
+
+
+class ApprovalDecision(BaseModel):
+    """A decision to record on an approval row; refused if the row was decided before."""
+
+    model_config = ConfigDict(frozen=True)
+
+    approval_id: str
+    decision: Verdict
+    reviewer: str | None = None
+    note: str | None = None
+    time: float
 
 
 @dataclass
@@ -252,20 +405,25 @@ class StepCommit:
     #: Effects to mark DONE: key → (result, error).
     effects_done: dict[str, tuple[Any, str | None]] = field(default_factory=dict)
     new_approval: Approval | None = None
-    #: (approval_id, decision, reviewer, note, time) — refused if already decided.
-    decision: tuple[str, str, str | None, str | None, float] | None = None
+    decision: ApprovalDecision | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
 
 
-def chain(events: list[Event], prev_hash: str, next_seq: int) -> list[Event]:
-    """Give events their sequence numbers and hashes, continuing a run's chain."""
-    out = []
-    for i, ev in enumerate(events):
-        ev = ev.model_copy(update={"seq": next_seq + i, "prev_hash": prev_hash})
-        ev = ev.model_copy(update={"hash": ev.compute_hash()})
-        prev_hash = ev.hash
-        out.append(ev)
-    return out
+def _link(prev_hash: str, body: dict[str, Any]) -> str:
+    return hashlib.sha256((prev_hash + canonical(body)).encode()).hexdigest()
+
+
+def chain(events: list[Event], prev_hash: str, next_seq: int) -> list[dict[str, Any]]:
+    """The rows of ``events`` continuing a run's chain: JSON-ready dicts with ``seq``,
+    ``prev_hash`` and ``hash`` set, hashed over exactly what a store keeps."""
+    rows = []
+    for seq, ev in enumerate(events, start=next_seq):
+        body = ev.model_dump(mode="json", exclude={"hash"})
+        body["seq"], body["prev_hash"] = seq, prev_hash
+        prev_hash = _link(prev_hash, body)
+        body["hash"] = prev_hash
+        rows.append(body)
+    return rows
 
 
 def verify_chain(events: list[Event]) -> str | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fsm.errors import WorkflowDefinitionError
+from fsm.errors import WorkflowDefinitionError, validation_problems
 from fsm.tools import Facts, ToolSpec
 
 #: The synthetic tool through which the model fires workflow events.
@@ -170,12 +170,6 @@ class WorkflowSpec(BaseModel):
         """Per-spec memo of things the view rebuilds every step (tool schemas)."""
         return {}
 
-    @cached_property
-    def machine(self) -> Any:
-        """The compiled ``transitions`` machine (built once per workflow)."""
-        from fsm.machine import WorkflowMachine
-
-        return WorkflowMachine(self)
 
 
 def define_workflow(
@@ -216,8 +210,7 @@ def define_workflow(
             approval_ttl_seconds=approval_ttl_seconds,
         )
     except ValidationError as exc:
-        problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        raise WorkflowDefinitionError(name or "?", problems) from None
+        raise WorkflowDefinitionError(name or "?", validation_problems(exc)) from None
     tool_map: dict[str, ToolSpec] = {}
     duplicates = sorted({t.name for t in tools if sum(u.name == t.name for u in tools) > 1})
     for t in tools:

@@ -22,7 +22,7 @@ from fsm import (
 )
 from fsm.auditor.audit import audit
 from fsm.records import StepCommit
-from fsm.runtime.review import apply_decision
+from fsm.runtime import review
 from workflows.refund import Shop, build, clerk
 
 TTL = 72 * 3600
@@ -204,7 +204,8 @@ def test_a_second_decision_is_refused(paused: Desk, db: str, clock: Clock) -> No
     with pytest.raises(NothingPending, match="not waiting for a decision"):
         other.engine.decide("big", True, "omar", "fine by me")
     with pytest.raises(ApprovalAlreadyDecided, match="already denied by priya"):
-        apply_decision(other.engine, stale, True, "omar", "fine by me")
+        review.review(other.engine.spec, stale, review.pending_approval(other.store, stale),
+                      approved=True, reviewer="omar", note="fine by me", now=clock.now)
     assert len(paused.store.events("big")) == events
     (a,) = paused.store.approvals("big", pending_only=False)
     assert (a.decision, a.reviewer, a.note) == ("denied", "priya", "no receipt")

@@ -126,11 +126,37 @@ V1_SNAPSHOT = {
 
 def test_an_old_run_snapshot_migrates_on_load() -> None:
     run = RunState.model_validate(V1_SNAPSHOT)
-    assert run.schema_version == SCHEMA_VERSION == 2
+    assert run.schema_version == SCHEMA_VERSION == 3
     assert run.used.model_dump() == {"steps": 4, "input_tokens": 120, "output_tokens": 30,
                                      "cost_micros": 900, "active_seconds": 1.5}
     assert run.compaction is None and run.facts == {"order": {"order_id": "A-1001"}}
-    assert migrate(dict(V1_SNAPSHOT))["schema_version"] == 2
+    assert migrate(dict(V1_SNAPSHOT))["schema_version"] == 3
+
+
+V2_PENDING = {
+    # Schema 2 kept one Pending model for three kinds, every field on each.
+    "call": {"kind": "call", "tool": "refund_item", "args": {"amount_paise": 9}, "key": "r:3",
+             "events": [], "step": 3, "approval_id": "a1"},
+    "event": {"kind": "event", "tool": None, "args": {"amount_paise": 9}, "key": None,
+              "events": ["approved", "declined"], "step": 3, "approval_id": "a2"},
+    "approved": {"kind": "approved", "tool": "refund_item", "args": {"amount_paise": 9},
+                 "key": "r:3", "events": [], "step": 3, "approval_id": "a3"},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(V2_PENDING))
+def test_a_version_2_pending_becomes_its_own_kind(kind: str) -> None:
+    old = {**V1_SNAPSHOT, "schema_version": 2, "used": {"steps": 4},
+           "pending": V2_PENDING[kind]}
+    run = RunState.model_validate(old)
+    assert run.pending is not None and run.pending.kind == kind
+    assert type(run.pending).__name__ == {"call": "CallAwaitingApproval",
+                                          "event": "EventAwaitingPerson",
+                                          "approved": "ApprovedCall"}[kind]
+    assert run.pending.args == {"amount_paise": 9} and run.pending.approval_id is not None
+    dumped = run.pending.model_dump()
+    assert "events" not in dumped or kind == "event"
+    assert "key" not in dumped or kind != "event"
 
 
 def _v1_database(path: str) -> None:
@@ -157,14 +183,14 @@ def test_a_version_1_database_migrates_and_keeps_its_runs(tmp_path: Path) -> Non
     cols = {r[1] for r in store._read("PRAGMA table_info(runs)")}
     assert {"lease_owner", "lease_at", "log_count", "log_head"} <= cols
     run = store.load_run("old")
-    assert (run.version, run.schema_version, run.used.steps, run.used.cost_micros) == (7, 2, 4, 900)
+    assert (run.version, run.schema_version, run.used.steps, run.used.cost_micros) == (7, 3, 4, 900)
     # The log head of a run logged before the head was kept is filled in from its log.
     assert store.log_head("old") == (1, "h0")
     store.acquire("old", "somebody:1:x", 300.0)
     after = store.commit(StepCommit(run=run, expected_version=7))
     assert after.version == 8
     stored = json.loads(store._read("SELECT snapshot FROM runs WHERE run_id = 'old'")[0][0])
-    assert stored["schema_version"] == 2 and "steps_used" not in stored
+    assert stored["schema_version"] == 3 and "steps_used" not in stored
     reopened = SQLiteStore(path)  # opening again migrates nothing twice
     assert reopened.schema_version == len(MIGRATIONS) and reopened.load_run("old").version == 8
 

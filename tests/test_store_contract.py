@@ -31,7 +31,7 @@ from fsm import (
     Store,
     ViewRecord,
 )
-from fsm.records import GENESIS, StepCommit, fingerprint, verify_chain
+from fsm.records import GENESIS, ApprovalDecision, Compaction, StepCommit, fingerprint, verify_chain
 
 STORES = ["memory", "sqlite"]
 
@@ -50,6 +50,12 @@ def new_run(run_id: str = "r1", **changes: Any) -> RunState:
     base = RunState(run_id=run_id, workflow="wf", definition_hash="d" * 16, user="asha",
                     state="collecting", created_at=1000.0, updated_at=1000.0)
     return base.model_copy(update=changes)
+
+
+def decision_of(verdict: Any, reviewer: str | None, note: str | None,
+                at: float) -> ApprovalDecision:
+    return ApprovalDecision(approval_id="a1", decision=verdict, reviewer=reviewer, note=note,
+                            time=at)
 
 
 def ev(run: RunState, kind: str, step: int, **fields: Any) -> Event:
@@ -178,12 +184,12 @@ def test_a_stale_commit_writes_nothing(store: Store) -> None:
 def test_a_commit_deciding_a_decided_approval_writes_nothing(store: Store) -> None:
     run = created(store)
     run = store.commit(step_commit(run, 1, new_approval=approval(run)))
-    run = store.commit(step_commit(run, 2, decision=("a1", "approved", "priya", "ok", 1002.0)))
+    run = store.commit(step_commit(run, 2, decision=decision_of("approved", "priya", "ok", 1002.0)))
     assert store.claim_effect(effect("r1:3", step=3)) is None
     before = snapshot(store)
     before_effect = store.effect("r1:3")
     second = step_commit(run, 3, effects_done={"r1:3": ({"paid": True}, None)},
-                         decision=("a1", "denied", "omar", "no", 1003.0),
+                         decision=decision_of("denied", "omar", "no", 1003.0),
                          artifacts={"f" * 64: "big"})
     with pytest.raises(ApprovalAlreadyDecided, match="a1 of run 'r1' was already approved by"):
         store.commit(second)
@@ -223,13 +229,13 @@ def test_view_records_are_kept_per_step(store: Store) -> None:
     run = store.commit(step_commit(run, 1))
     compacted = step_commit(run, 2)
     assert compacted.view is not None
-    compacted.view.compaction = {"upto": 2, "summary": "earlier steps"}
+    compacted.view.compaction = Compaction(upto=2, summary="earlier steps")
     run = store.commit(compacted)
     first, second = store.view_record("r1", 1), store.view_record("r1", 2)
     assert first is not None and second is not None
     assert (first.step, first.message_count, first.compaction) == (1, 1, None)
     assert (second.step, second.message_count) == (2, 3)
-    assert second.compaction == {"upto": 2, "summary": "earlier steps"}
+    assert second.compaction == Compaction(upto=2, summary="earlier steps")
     assert store.view_record("r1") == second
     assert store.view_record("r1", 7) is None
 
@@ -313,7 +319,7 @@ def test_approvals_pending_then_decided(store: Store) -> None:
     assert (a1.tool, a1.args, a1.run_version, a1.expires_at, a1.decision) == (
         "pay", {"amount_paise": 180_000}, 2, 5000.0, None)
     assert a1.args_hash == fingerprint({"amount_paise": 180_000})
-    store.commit(step_commit(run, 2, decision=("a1", "denied", "omar", "too much", 1500.0)))
+    store.commit(step_commit(run, 2, decision=decision_of("denied", "omar", "too much", 1500.0)))
     assert store.approvals("r1") == []
     assert [a.approval_id for a in store.approvals()] == ["a2"]
     decided = store.approvals("r1", pending_only=False)
@@ -324,7 +330,7 @@ def test_approvals_pending_then_decided(store: Store) -> None:
 def test_an_expiry_is_a_decision_without_reviewer(store: Store) -> None:
     run = created(store)
     run = store.commit(step_commit(run, 1, new_approval=approval(run)))
-    store.commit(step_commit(run, 1, decision=("a1", "expired", None, None, 5001.0)))
+    store.commit(step_commit(run, 1, decision=decision_of("expired", None, None, 5001.0)))
     (a,) = store.approvals("r1", pending_only=False)
     assert (a.decision, a.reviewer, a.decided_at) == ("expired", None, 5001.0)
 

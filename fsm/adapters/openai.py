@@ -35,6 +35,7 @@ from urllib.parse import urlparse
 import openai
 
 from fsm.adapters import translate
+from fsm.adapters.summariser import ModelSummariser
 from fsm.errors import FSMError
 from fsm.policy import Action, PolicyUnavailable, Usage, View
 from fsm.pricing import PriceTable
@@ -170,8 +171,6 @@ class OpenAIPolicy:
 
     def summariser(self, max_chars: int = 2000) -> Callable[..., Any]:
         """A model-backed summariser for :class:`fsm.runtime.compaction.Compactor`."""
-        from fsm.runtime.compaction import ModelSummariser
-
         return ModelSummariser(self, max_chars=max_chars)
 
     # -- plumbing ---------------------------------------------------------------------

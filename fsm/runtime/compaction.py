@@ -1,7 +1,7 @@
 """Context compaction: a shorter view for the model, the full record kept.
 
-``Engine(spec, store, policy, compactor=Compactor())`` calls
-:meth:`Compactor.maybe_compact` at the start of every step. When the view's
+``Engine(spec, store, policy, compactor=Compactor())`` asks :meth:`Compactor.plan` at
+the start of every step, and the step applies and logs the plan. When the view's
 transcript is larger than the threshold, older turns ``messages[1:upto]`` are
 replaced *in the view* by one summary message; the goal (message 0) and the most
 recent turns stay. Nothing is deleted: the transcript keeps every message, the
@@ -15,8 +15,8 @@ else :data:`DEFAULT_THRESHOLD_CHARS`.
 
 The default summariser is deterministic (no model call): the run's facts (order,
 policy, decision...), the workflow path so far, what people said (approvals), and
-the tools called with their latest results. :class:`ModelSummariser` asks the model
-instead; its usage counts against the run's budgets, and the facts are appended to
+the tools called with their latest results. :class:`fsm.adapters.summariser.ModelSummariser` asks
+the model instead; its usage counts against the run's budgets, and the facts are appended to
 its summary verbatim so they survive any paraphrase.
 """
 
@@ -26,16 +26,12 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fsm.policy import PolicyUnavailable, Usage
-from fsm.records import canonical
+from fsm.records import Compaction, RunState, canonical
 from fsm.runtime.view import compacted
-
-if TYPE_CHECKING:
-    from fsm.adapters.openai import OpenAIPolicy
-    from fsm.runtime.engine import Engine
-    from fsm.runtime.step import StepBuilder
+from fsm.spec import WorkflowSpec
 
 SETTING = "compaction_threshold_chars"
 DEFAULT_THRESHOLD_CHARS = 48_000
@@ -65,6 +61,15 @@ class Chunk:
     def fresh_messages(self) -> list[dict[str, Any]]:
         """The messages no earlier summary covered."""
         return self.messages[self.fresh - self.start:]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A compaction to apply (``None``: logged as skipped), its cost and its log detail."""
+
+    compaction: Compaction | None
+    usage: Usage
+    detail: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -114,28 +119,30 @@ class Compactor:
             return self.threshold_chars
         return int(settings.get(SETTING, DEFAULT_THRESHOLD_CHARS))
 
-    def maybe_compact(self, engine: Engine, builder: StepBuilder,
-                      messages: list[dict[str, Any]]) -> None:
-        """Compact the view of ``builder``'s run if it is too large; log it if so."""
-        run = builder.run
-        limit = self.threshold(engine.spec.settings)
+    def plan(self, spec: WorkflowSpec, run: RunState, messages: list[dict[str, Any]],
+             path: Callable[[], list[tuple[str, str]]]) -> Plan | None:
+        """What to compact in ``run``'s view, or ``None`` when it is small enough.
+
+        ``path`` gives ``(event, state after)`` of every transition so far; it is asked
+        only when a summary is written.
+        """
+        limit = self.threshold(spec.settings)
         before = view_chars(compacted(messages, run.compaction))
         if before <= limit:
-            return
+            return None
         upto = self.cut(messages, self.keep_chars or limit // 3)
-        previous = int(run.compaction["upto"]) if run.compaction else 1
+        previous = run.compaction.upto if run.compaction else 1
         budget = self.summary_chars or limit // 4
         if upto <= previous or view_chars(messages[previous:upto]) <= budget // 2:
-            return  # too little new to fold in: the recent turns alone are that large
+            return None  # too little new to fold in: the recent turns alone are that large
         chunk = Chunk(
-            workflow=engine.spec.name, state=run.state, messages=messages[1:upto], start=1,
-            end=upto, facts=self._facts(run.facts), path=_path(engine, run.run_id),
-            previous_summary=run.compaction["summary"] if run.compaction else None,
+            workflow=spec.name, state=run.state, messages=messages[1:upto], start=1,
+            end=upto, facts=self._facts(run.facts), path=path(),
+            previous_summary=run.compaction.summary if run.compaction else None,
             fresh=previous,
         )
         summary, fallback = self._summarise(chunk, budget)
-        builder.spend(summary.usage, policy_call=False)
-        compaction = {"upto": upto, "summary": summary.text}
+        compaction = Compaction(upto=upto, summary=summary.text)
         after = view_chars(compacted(messages, compaction))
         detail: dict[str, Any] = {
             "upto": upto, "previous_upto": previous if run.compaction else None,
@@ -147,11 +154,8 @@ class Compactor:
             detail["fallback"] = fallback
         if after >= before:  # the summary is no shorter than what it replaces
             detail["skipped"] = "the summary would not make the view smaller"
-        else:
-            builder.set(compaction=compaction)
-        builder.event("compaction", cost_micros=summary.usage.cost_micros,
-                      tokens=summary.usage.input_tokens + summary.usage.output_tokens,
-                      detail=detail)
+            return Plan(None, summary.usage, detail)
+        return Plan(compaction, summary.usage, detail)
 
     def cut(self, messages: Sequence[Mapping[str, Any]], keep_chars: int) -> int:
         """Index of the first message kept verbatim; tool results stay with their call."""
@@ -181,11 +185,6 @@ class Compactor:
             usage = exc.usage if isinstance(exc, PolicyUnavailable) else Usage(calls=0)
             return (Summary(plain.text, usage, by="deterministic"),
                     f"summariser: {type(exc).__name__}: {exc}")
-
-
-def _path(engine: Engine, run_id: str) -> list[tuple[str, str]]:
-    return [(e.event or "", e.state_after or "") for e in engine.store.events(run_id)
-            if e.kind == "transition"]
 
 
 # -- the deterministic summariser ---------------------------------------------------------
@@ -247,39 +246,3 @@ def _result_lines(messages: Sequence[Mapping[str, Any]], last: int = 4) -> list[
 def _excerpt(value: Any) -> str:
     text = value if isinstance(value, str) else dumps(value)
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"
-
-
-# -- the model-backed summariser ----------------------------------------------------------
-
-SUMMARY_PROMPT = (
-    "You summarise the older part of a tool-using agent's transcript so the agent can "
-    "continue without it. Keep ids, amounts, decisions, errors and what people said. "
-    "Plain text, at most {max_chars} characters."
-)
-
-
-class ModelSummariser:
-    """Asks the policy's model for the summary; the run facts are appended verbatim."""
-
-    def __init__(self, policy: OpenAIPolicy, *, max_chars: int = 2000) -> None:
-        self.policy = policy
-        self.max_chars = max_chars
-
-    def __call__(self, chunk: Chunk) -> Summary:
-        # Only what no summary covered yet, after the summary so far: the request stays
-        # small however long the run grows.
-        parts = []
-        if chunk.previous_summary:
-            parts.append(f"The summary so far:\n{chunk.previous_summary}")
-        parts.append(f"The turns that follow it:\n{dumps(chunk.fresh_messages)}")
-        body = {"model": self.policy.model, "messages": [
-            {"role": "system", "content": SUMMARY_PROMPT.format(max_chars=self.max_chars)},
-            {"role": "user", "content": "\n\n".join(parts)},
-        ]}
-        response, usage = self.policy.complete(body)
-        choices = response.get("choices") or [{}]
-        text = str(((choices[0] or {}).get("message") or {}).get("content") or "").strip()
-        parts = [f"Summary of transcript messages {chunk.start}–{chunk.end - 1} (by the "
-                 f"model; the full record is kept):", text[: self.max_chars] or "(empty)"]
-        parts += facts_section(chunk)
-        return Summary("\n".join(parts), usage, by="model")

@@ -1,40 +1,37 @@
 """The engine: one policy call per step, one tool call at a time, one commit per step.
 
-See DESIGN.md "One step". Model output never raises out of here: every refusal
-becomes an observation for the model and an event in the log.
+See DESIGN.md "One step". The engine starts, resumes, decides and sweeps runs, holds
+their leases and asks the policy; a :class:`~fsm.runtime.step.Step` writes each step.
+Model output never raises out of here: every refusal becomes an observation for the
+model and an event in the log.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import uuid
-from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
 
-from fsm.errors import DefinitionChanged, InvalidRunState, RunLocked
+from fsm.errors import DefinitionChanged, InvalidRunState, RunLocked, validation_summary
 from fsm.faults import fault
 from fsm.policy import Action, PolicyFn, PolicyUnavailable, Usage, as_action
 from fsm.records import (
-    FINAL_STATUSES,
-    Approval,
+    ApprovedCall,
     Budgets,
     Effect,
-    Pending,
     RunState,
-    ViewRecord,
-    fingerprint,
+    new_id,
 )
-from fsm.runtime.gate import Call, Finish, Fire, Gate, Pause, Refuse
-from fsm.runtime.step import StepBuilder
-from fsm.runtime.view import offered, render
-from fsm.spec import ADVANCE, WorkflowSpec
+from fsm.runtime import review
+from fsm.runtime.compaction import Compactor
+from fsm.runtime.context import Clock, StepContext, Transcripts
+from fsm.runtime.step import Step
+from fsm.runtime.view import Schemas, render
+from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.lease import new_owner
-
-Clock = Callable[[], float]
 
 
 class Engine:
@@ -43,18 +40,23 @@ class Engine:
     def __init__(
         self, spec: WorkflowSpec, store: Store, policy: PolicyFn | None = None, *,
         budgets: Budgets | None = None, result_cap: int = 8000, max_repeats: int | None = 3,
-        clock: Clock = time.time, compactor: Any = None, plain_errors: bool = False,
+        clock: Clock = time.time, compactor: Compactor | None = None,
+        plain_errors: bool = False,
     ) -> None:
         self.spec = spec
         self.store = store
         self.policy = policy
         self.budgets = budgets or Budgets()
-        self.result_cap = result_cap
         self.clock = clock
         self.compactor = compactor
-        self.gate = Gate(spec, max_repeats=max_repeats, plain_errors=plain_errors)
         self.owner = new_owner()
-        self._transcript: dict[str, list[dict[str, Any]]] = {}
+        self._transcripts = Transcripts(store)
+        self._schemas = Schemas(spec)
+        self._ctx = StepContext(
+            spec=spec, store=store, clock=clock, transcripts=self._transcripts,
+            result_cap=result_cap, max_repeats=max_repeats, plain_errors=plain_errors,
+            has_events=any(spec.transitions.values()),
+        )
 
     # -- public API -------------------------------------------------------------------
 
@@ -64,15 +66,15 @@ class Engine:
         """Create a run in the initial state with ``goal`` as the first message, and drive it."""
         now = self.clock()
         run = RunState(
-            run_id=run_id or uuid.uuid4().hex[:12], workflow=self.spec.name,
+            run_id=run_id or new_id(), workflow=self.spec.name,
             definition_hash=self.spec.definition_hash, user=user, state=self.spec.initial,
             budgets=budgets or self.budgets, created_at=now, updated_at=now,
         )
-        b = StepBuilder(self, run, step=0)
-        b.message({"role": "user", "content": goal})
-        b.event("start", state_after=run.state, detail={"user": user, **(meta or {})})
-        self._entered(b, None)
-        run = self.store.create_run(run, b.commit(initial=True))
+        s = Step(self._ctx, run, step=0)
+        s.message({"role": "user", "content": goal})
+        s.event("start", state_after=run.state, detail={"user": user, **(meta or {})})
+        s.entered(None)
+        run = s.create()
         return self.resume(run.run_id) if drive and run.status == "running" else run
 
     def resume(self, run_id: str, *, take_over: bool = False) -> RunState:
@@ -86,28 +88,49 @@ class Engine:
             # A paused run is only released, not written: a new version would make its
             # pending approval stale.
             if take_over and previous and run.status != "awaiting_approval":
-                b = StepBuilder(self, run, step=run.step)
-                b.event("takeover", detail={"from": previous})
-                run = b.save()
+                s = Step(self._ctx, run, step=run.step)
+                s.event("takeover", detail={"from": previous})
+                run = s.save()
             run = self._expire_if_due(run)
             if run.status == "model_unavailable":
-                b = StepBuilder(self, run, step=run.step)
-                b.set(status="running", reason=None)
-                b.event("resume", detail={"after": "model_unavailable"})
-                run = b.save()
-            if run.status != "running":
-                if run.status in FINAL_STATUSES or run.status == "awaiting_approval":
-                    return run
-            return self._drive(run)
+                s = Step(self._ctx, run, step=run.step)
+                s.continue_after("resume", after="model_unavailable")
+                run = s.save()
+            return self._drive(run) if run.status == "running" else run
 
-    def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "") -> RunState:
-        """Approve or deny what a paused run waits for, then continue the run."""
-        from fsm.runtime.review import apply_decision
+    def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "", *,
+               event: str | None = None) -> RunState:
+        """Approve or deny what a paused run waits for, then continue the run.
 
+        ``event`` names the human event to fire when the waiting state has more than
+        the workflow's approve and deny events.
+        """
         with self._lease(run_id):
             run = self._load(run_id)
-            run = apply_decision(self, run, approved, reviewer, note)
+            if run.status != "awaiting_approval" or run.pending is None:
+                raise review.not_waiting(
+                    run, self.store.approvals(run.run_id, pending_only=False))
+            approval = review.pending_approval(self.store, run)
+            ruling = review.review(self.spec, run, approval, approved=approved,
+                                   reviewer=reviewer, note=note, now=self.clock(), event=event)
+            s = Step(self._ctx, run, step=run.step)
+            s.apply_ruling(ruling)
+            run = s.save()
+            if ruling.verdict == "expired":
+                raise review.expired_error(run_id, approval, run)
             return self._drive(run) if run.status == "running" else run
+
+    def raise_budgets(self, run_id: str, budgets: Budgets, by: str) -> RunState:
+        """Give a run new budgets (an operator's decision, logged with who made it)."""
+        with self._lease(run_id):
+            run = self._load(run_id)
+            if run.status not in ("budget_exhausted", "running", "model_unavailable"):
+                raise InvalidRunState(
+                    f"run {run_id!r} is {run.status}; only a running or budget-exhausted "
+                    "run gets new budgets", run_id=run_id, state=run.state)
+            s = Step(self._ctx, run, step=run.step)
+            s.raise_budgets(budgets, by)
+            return s.save()
 
     def sweep(self, skipped: list[tuple[str, str]] | None = None) -> list[str]:
         """Apply every expired approval; return the ids of the runs it touched.
@@ -130,9 +153,6 @@ class Engine:
             touched.append(a.run_id)
         return touched
 
-    def transcript(self, run_id: str) -> list[dict[str, Any]]:
-        return self.store.messages(run_id)
-
     # -- the loop ---------------------------------------------------------------------
 
     def _drive(self, run: RunState) -> RunState:
@@ -140,26 +160,14 @@ class Engine:
         # died: while this engine holds the lease, nobody else claims this run's keys.
         first = True
         while run.status == "running":
-            if run.pending is not None and run.pending.kind == "approved":
-                run = self._run_approved(run)
+            if isinstance(run.pending, ApprovedCall):
+                s = Step(self._ctx, run, step=run.pending.step)
+                s.run_approved(run.pending)
+                run = s.save()
             else:
                 run = self._step(run, look_for_claim=first)
                 first = False
         return run
-
-    def _run_approved(self, run: RunState) -> RunState:
-        """Run the call a person approved, with the key it was requested under.
-
-        A claim left by a process that died here is replayed (done), called again
-        (retry-safe) or handed over as in doubt — never run blindly twice.
-        """
-        pending = run.pending
-        assert pending is not None and pending.tool is not None
-        b = StepBuilder(self, run, step=pending.step)
-        b.set(pending=None)
-        args = self.spec.tools[pending.tool].args.model_validate(pending.args)
-        self.execute(b, pending.tool, args, key=pending.key)
-        return b.save()
 
     def _step(self, run: RunState, *, look_for_claim: bool = True) -> RunState:
         started = time.monotonic()
@@ -169,189 +177,60 @@ class Engine:
             return self._recover(run, claimed, started)
         reason = run.used.exhausted(run.budgets)
         if reason is not None:
-            b = StepBuilder(self, run, step=run.step)
-            b.stop("budget_exhausted", reason)
-            return b.save()
+            s = Step(self._ctx, run, step=run.step)
+            s.stop("budget_exhausted", reason)
+            return s.save()
         fault("before_policy", step)
-        b = StepBuilder(self, run, step=step, started=started)
-        record = self._view_record(b)
-        view = render(self.spec, run.run_id, record, self._messages(run.run_id))
-        action = self._ask(b, view)
-        if action is None:
-            return b.save()
-        self._act(b, action)
-        return b.save()
+        s = Step(self._ctx, run, step=step, started=started)
+        self._compact(s)
+        record = s.record_view(s.run.compaction)
+        messages = self._transcripts.of(run.run_id)
+        action = self._ask(s, render(self.spec, self._schemas, run.run_id, record, messages))
+        if action is not None:
+            s.act(action)
+        return s.save()
 
-    def _view_record(self, b: StepBuilder) -> ViewRecord:
-        run = b.run
-        if self.compactor is not None:
-            self.compactor.maybe_compact(self, b, self._messages(run.run_id))
-        tools, events = offered(self.spec, run.state)
-        record = ViewRecord(
-            step=b.step, state=run.state, tools=tools, events=events,
-            message_count=len(self._messages(run.run_id)), compaction=b.run.compaction,
-        )
-        b.view = record
-        return record
+    def _compact(self, s: Step) -> None:
+        if self.compactor is None:
+            return
+        run_id = s.run.run_id
+        plan = self.compactor.plan(self.spec, s.run, self._transcripts.of(run_id),
+                                   lambda: _path(self.store, run_id))
+        if plan is not None:
+            s.compact(plan.compaction, plan.usage, plan.detail)
 
-    def _ask(self, b: StepBuilder, view: Any) -> Action | None:
+    def _ask(self, s: Step, view: Any) -> Action | None:
         assert self.policy is not None, "this engine has no policy to drive runs with"
         try:
             raw = self.policy(view)
         except PolicyUnavailable as exc:
-            b.spend(exc.usage, policy_call=True)
-            b.stop("model_unavailable", f"model unavailable: {exc}")
+            s.spend(exc.usage, policy_call=True)
+            s.stop("model_unavailable", f"model unavailable: {exc}")
             return None
         except Exception as exc:  # a bug in the policy, not model output
-            b.spend(Usage(calls=0), policy_call=True)
-            b.stop("failed", f"policy raised {type(exc).__name__}: {exc}")
+            s.spend(Usage(calls=0), policy_call=True)
+            s.stop("failed", f"policy raised {type(exc).__name__}: {exc}")
             return None
         action = usable(raw)
-        b.spend(action.usage, policy_call=True)
+        s.spend(action.usage, policy_call=True)
         return action
 
-    def _act(self, b: StepBuilder, action: Action) -> None:
-        b.assistant(action)
-        decision = self.gate.check(b.run, action)
-        if isinstance(decision, Refuse):
-            b.refuse(decision)
-        elif isinstance(decision, Finish):
-            b.set(answer=decision.text)
-            b.stop("done", None)
-        elif isinstance(decision, Fire):
-            b.tool_result(ADVANCE, result=None)
-            self.fire(b, decision.event, decision.payload, by_model=True)
-        elif isinstance(decision, Pause):
-            self._pause_call(b, decision)
-        elif isinstance(decision, Call):
-            self.execute(b, decision.tool, decision.args, key=b.key())
-
-    # -- effects ----------------------------------------------------------------------
-
-    def execute(self, b: StepBuilder, tool_name: str, args: Any, *, key: str | None,
-                existing: Effect | None = None) -> None:
-        """Run a validated call; writes are claimed first and replayed, never repeated."""
-        from fsm.tools import ToolContext
-
-        tool = self.spec.tools[tool_name]
-        args_dict = args.model_dump(mode="json")
-        if tool.write:
-            assert key is not None
-            if existing is None:
-                existing = self.store.claim_effect(Effect(
-                    key=key, run_id=b.run.run_id, step=b.step, tool=tool_name, args=args_dict,
-                    status="STARTED", started_at=self.clock(),
-                ))
-            if existing is not None:
-                if existing.status == "DONE":
-                    b.event("tool", tool=tool_name, detail={"key": key, "replayed": True})
-                    self._finish_call(b, tool, args, existing.result, existing.error, key)
-                    return
-                if not tool.retry_safe:
-                    b.stop("handed_over", f"in doubt: {tool_name} {key}")
-                    return
-        ctx = ToolContext(run_id=b.run.run_id, user=b.run.user, step=b.step,
-                          facts=b.run.facts, key=key if tool.write else None)
-        result: Any = None
-        error: str | None = None
-        try:
-            result = tool.fn(args, ctx)
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        fault("after_tool_before_commit", b.step)
-        if tool.write and key is not None:
-            b.effects_done[key] = (result, error)
-        b.event("tool", tool=tool_name, detail={"args": args_dict, "key": key, "error": error})
-        self.gate.remember_call(b.run, tool_name, args_dict)
-        self._finish_call(b, tool, args, result, error, key)
-
-    def _finish_call(self, b: StepBuilder, tool: Any, args: Any, result: Any,
-                     error: str | None, key: str | None) -> None:
-        if error is not None:
-            b.tool_result(tool.name, error=error)
-            return
-        b.tool_result(tool.name, result=result)
-        try:
-            if tool.remember is not None:
-                b.set(facts={**b.run.facts, **tool.remember(args, result, b.run.facts)})
-            event = tool.emits(result) if tool.emits is not None else None
-        except Exception as exc:
-            # The tool ran (its result is recorded); the workflow's own code failed on it.
-            b.stop("failed", f"{tool.name}: reading its result raised {type(exc).__name__}: {exc}")
-            return
-        if event:
-            self.fire(b, event, {}, by_model=False)
-
     def _recover(self, run: RunState, effect: Effect, started: float) -> RunState:
-        """A crash left a claimed write with no committed step: finish that step."""
-        b = StepBuilder(self, run, step=effect.step, started=started)
-        self._view_record(b)
-        b.spend(Usage(calls=0), policy_call=True)
-        b.event("recover", tool=effect.tool, detail={"key": effect.key, "status": effect.status})
-        b.assistant(Action(tool=effect.tool, args=effect.args))
-        args = self.spec.tools[effect.tool].args.model_validate(effect.args)
-        self.execute(b, effect.tool, args, key=effect.key, existing=effect)
-        return b.save()
-
-    # -- transitions and pauses -------------------------------------------------------
-
-    def fire(self, b: StepBuilder, event: str, payload: dict[str, Any], *, by_model: bool) -> bool:
-        """Fire ``event`` through the machine; a refusal is logged, never raised."""
-        from fsm.errors import TransitionRefused
-
-        before = b.run.state
-        try:
-            after = self.spec.machine.fire(before, event, b.run.facts, payload,
-                                           run_id=b.run.run_id)
-        except TransitionRefused as exc:
-            b.event("refusal", event=event, reason=str(exc))
-            if by_model:
-                b.replace_last_result(ADVANCE, error=str(exc))
-            return False
-        facts = dict(b.run.facts)
-        if event in self.spec.records:
-            facts[self.spec.records[event]] = payload
-        b.set(state=after, facts=facts, recent_calls=[])
-        b.event("transition", event=event, state_before=before, state_after=after)
-        if by_model:
-            b.replace_last_result(ADVANCE, result={"event": event, "state": after})
-        self._entered(b, event)
-        return True
-
-    def _entered(self, b: StepBuilder, event: str | None) -> None:
-        state = b.run.state
-        if state in self.spec.terminal:
-            status = "handed_over" if state in self.spec.handed_over_states else "done"
-            b.stop(status, f"reached {state!r}" if status == "handed_over" else None)
-        elif self.spec.waits_for_person(state):
-            pending = Pending(kind="event", events=list(self.spec.events_from(state)),
-                              step=b.step, args=dict(b.run.facts.get("decision") or {}))
-            self._pause(b, pending)
-
-    def _pause_call(self, b: StepBuilder, p: Pause) -> None:
-        args = p.args.model_dump(mode="json")
-        self._pause(b, Pending(kind="call", tool=p.tool, args=args, key=b.key(), step=b.step))
-
-    def _pause(self, b: StepBuilder, pending: Pending) -> None:
-        now = self.clock()
-        approval = Approval(
-            approval_id=uuid.uuid4().hex[:12], run_id=b.run.run_id, step=b.step,
-            tool=pending.tool, args=pending.args, args_hash=fingerprint(pending.subject()),
-            run_version=b.expected_version + 1, requested_at=now,
-            expires_at=now + self.spec.approval_ttl_seconds,
-        )
-        pending = pending.model_copy(update={"approval_id": approval.approval_id})
-        b.set(status="awaiting_approval", pending=pending)
-        b.new_approval = approval
-        b.event("pause", tool=pending.tool, detail={
-            "approval_id": approval.approval_id, "args": pending.args,
-            "events": pending.events, "expires_at": approval.expires_at,
-        })
+        s = Step(self._ctx, run, step=effect.step, started=started)
+        s.record_view(run.compaction)
+        s.recover(effect)
+        return s.save()
 
     def _expire_if_due(self, run: RunState) -> RunState:
-        from fsm.runtime.review import expire_if_due
-
-        return expire_if_due(self, run)
+        """Apply an expired approval: fire the expiry event, or tell the model."""
+        if run.status != "awaiting_approval" or run.pending is None:
+            return run
+        approval = review.pending_approval(self.store, run)
+        if not review.is_due(approval, self.clock()):
+            return run
+        s = Step(self._ctx, run, step=run.step)
+        s.apply_ruling(review.expiry(self.spec, run, approval))
+        return s.save()
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -365,16 +244,17 @@ class Engine:
         if run.definition_hash != self.spec.definition_hash:
             raise DefinitionChanged(run_id, run.workflow, run.definition_hash,
                                     self.spec.definition_hash)
-        self._transcript[run_id] = self.store.messages(run_id)
+        self._transcripts.load(run_id)
         return run
-
-    def _messages(self, run_id: str) -> list[dict[str, Any]]:
-        if run_id not in self._transcript:
-            self._transcript[run_id] = self.store.messages(run_id)
-        return self._transcript[run_id]
 
     def _lease(self, run_id: str, *, force: bool = False) -> _Lease:
         return _Lease(self, run_id, force)
+
+
+def _path(store: Store, run_id: str) -> list[tuple[str, str]]:
+    """``(event, state after)`` for every transition of a run so far."""
+    return [(e.event or "", e.state_after or "") for e in store.events(run_id)
+            if e.kind == "transition"]
 
 
 def usable(raw: Any) -> Action:
@@ -383,11 +263,10 @@ def usable(raw: Any) -> Action:
     try:
         action = as_action(raw)
     except ValidationError as exc:
-        parts = [f"{'.'.join(map(str, e['loc'])) or 'action'}: {e['msg']}" for e in exc.errors()]
         # Address the error to the tool the model meant, when it named one.
         tool = raw.get("tool") if isinstance(raw, dict) else None
         return Action(tool=tool if isinstance(tool, str) else None,
-                      problem=f"unusable policy output: {'; '.join(parts)}")
+                      problem=f"unusable policy output: {validation_summary(exc, 'action')}")
     except Exception as exc:
         return Action(problem=f"unusable policy output: {type(exc).__name__}: {exc}")
     try:
@@ -410,4 +289,4 @@ class _Lease:
 
     def __exit__(self, *exc: object) -> None:
         self.engine.store.release(self.run_id, self.engine.owner)
-        self.engine._transcript.pop(self.run_id, None)
+        self.engine._transcripts.forget(self.run_id)

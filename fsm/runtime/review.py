@@ -1,14 +1,14 @@
-"""Human decisions on paused runs: approve, deny, expire.
+"""Reviewing a person's decision on a paused run: pure checks that return a ruling.
 
 An approval applies only to the exact pending request (its fingerprint) and run
-version it was made for, is decided once, and expires at an absolute time.
+version it was made for, is decided once, and expires at an absolute time. The
+functions here read and judge; :meth:`fsm.runtime.step.Step.apply_ruling` writes.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import unicodedata
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from fsm.errors import (
     ApprovalAlreadyDecided,
@@ -17,73 +17,91 @@ from fsm.errors import (
     ApprovalStale,
     NothingPending,
 )
-from fsm.records import Approval, RunState, fingerprint
-from fsm.runtime.step import StepBuilder
+from fsm.records import (
+    Approval,
+    CallAwaitingApproval,
+    EventAwaitingPerson,
+    RunState,
+    Verdict,
+    fingerprint,
+    utc,
+)
+from fsm.spec import WorkflowSpec
+from fsm.store.base import Store
 
-if TYPE_CHECKING:
-    from fsm.runtime.engine import Engine
+
+@dataclass(frozen=True)
+class Ruling:
+    """A decision that passed review, ready for the step to apply."""
+
+    approval: Approval
+    verdict: Verdict
+    reviewer: str | None
+    note: str | None
+    #: The human event to fire (a waiting state), or ``None`` (a call, or no event).
+    event: str | None
+    #: What the model (or the transcript) is told.
+    message: str
 
 
-def _same_person(a: str, b: str) -> bool:
+def same_person(a: str, b: str) -> bool:
     def norm(name: str) -> str:
         return unicodedata.normalize("NFKC", name).strip().casefold()
 
     return norm(a) == norm(b)
 
 
-def _iso(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def _approval(engine: Engine, run: RunState) -> Approval:
+def pending_approval(store: Store, run: RunState) -> Approval:
+    """The approval row of the run's pause."""
     assert run.pending is not None
-    for a in engine.store.approvals(run.run_id, pending_only=False):
+    for a in store.approvals(run.run_id, pending_only=False):
         if a.approval_id == run.pending.approval_id:
             return a
     raise NothingPending(f"run {run.run_id!r} has no approval record for its pause",
                          run_id=run.run_id, state=run.state)
 
 
-def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
-                   note: str) -> RunState:
-    """Check the decision, record it and act on it, in one commit."""
-    if run.status != "awaiting_approval" or run.pending is None:
-        decided = engine.store.approvals(run.run_id, pending_only=False)
-        if decided and decided[-1].decision == "expired" and run.status != "running":
-            last = decided[-1]
-            raise ApprovalExpired(
-                f"run {run.run_id!r}: approval {last.approval_id} expired at "
-                f"{_iso(last.expires_at)} and the run moved on (status: {run.status}, "
-                f"state: {run.state})", run_id=run.run_id, state=run.state,
-            )
-        raise NothingPending(
-            f"run {run.run_id!r} is not waiting for a decision (status: {run.status}, "
+def not_waiting(run: RunState, history: list[Approval]) -> Exception:
+    """The error for a decision on a run that waits for nobody."""
+    if history and history[-1].decision == "expired" and run.status != "running":
+        last = history[-1]
+        return ApprovalExpired(
+            f"run {run.run_id!r}: approval {last.approval_id} expired at "
+            f"{utc(last.expires_at)} and the run moved on (status: {run.status}, "
             f"state: {run.state})", run_id=run.run_id, state=run.state,
         )
+    return NothingPending(
+        f"run {run.run_id!r} is not waiting for a decision (status: {run.status}, "
+        f"state: {run.state})", run_id=run.run_id, state=run.state,
+    )
+
+
+def review(spec: WorkflowSpec, run: RunState, approval: Approval, *, approved: bool,
+           reviewer: str, note: str, now: float, event: str | None = None) -> Ruling:
+    """Check a decision; raise the reason it is refused, else return the ruling.
+
+    An expired approval returns the expiry ruling: the caller applies it, then
+    reports :func:`expired_error`.
+    """
+    pending = run.pending
+    assert isinstance(pending, CallAwaitingApproval | EventAwaitingPerson)
     reviewer = (reviewer or "").strip()
     if not reviewer:
         raise ApprovalRefused(f"run {run.run_id!r}: a decision needs a reviewer name",
                               run_id=run.run_id, state=run.state)
-    if run.user and _same_person(reviewer, run.user):
+    if run.user and same_person(reviewer, run.user):
         raise ApprovalRefused(
             f"run {run.run_id!r}: {reviewer!r} started this run and cannot decide on it; "
             "ask another reviewer", run_id=run.run_id, state=run.state,
         )
-    approval = _approval(engine, run)
     if approval.decision is not None:
         raise ApprovalAlreadyDecided(
             f"run {run.run_id!r}: approval {approval.approval_id} was already "
             f"{approval.decision} by {approval.reviewer}", run_id=run.run_id, state=run.state,
         )
-    if engine.clock() >= approval.expires_at:
-        after = expire_if_due(engine, run)
-        raise ApprovalExpired(
-            f"run {run.run_id!r}: approval {approval.approval_id} expired at "
-            f"{_iso(approval.expires_at)}; the run is now {after.status} in state "
-            f"{after.state!r}", run_id=run.run_id,
-            state=run.state,
-        )
-    subject = fingerprint(run.pending.subject())
+    if now >= approval.expires_at:
+        return expiry(spec, run, approval)
+    subject = fingerprint(pending.subject())
     if approval.run_version != run.version or approval.args_hash != subject:
         raise ApprovalStale(
             f"run {run.run_id!r}: approval {approval.approval_id} was requested at run "
@@ -91,57 +109,80 @@ def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
             f"run is at version {run.version} with request {subject[:12]}",
             run_id=run.run_id, state=run.state,
         )
-    return _record(engine, run, approval, approved, reviewer, note)
+    verdict: Verdict = "approved" if approved else "denied"
+    if isinstance(pending, CallAwaitingApproval):
+        return Ruling(approval, verdict, reviewer, note, None,
+                      f"denied by {reviewer}: {note}" if not approved else "")
+    chosen = _event(spec, run, pending, approved, event)
+    return Ruling(approval, verdict, reviewer, note, chosen,
+                  f"{verdict} by {reviewer}: {note}".rstrip(": "))
 
 
-def _record(engine: Engine, run: RunState, approval: Approval, approved: bool,
-            reviewer: str, note: str) -> RunState:
+def _event(spec: WorkflowSpec, run: RunState, pending: EventAwaitingPerson, approved: bool,
+           event: str | None) -> str:
+    if event is None:
+        return spec.approve_event if approved else spec.deny_event
+    choices = [e for e in pending.events if e != spec.expiry_event]
+    if event not in choices:
+        raise ApprovalRefused(
+            f"run {run.run_id!r}: event {event!r} cannot be chosen in state {run.state!r} "
+            f"(allowed: {', '.join(choices) or 'none'})", run_id=run.run_id, state=run.state,
+            event=event,
+        )
+    return event
+
+
+def expiry(spec: WorkflowSpec, run: RunState, approval: Approval) -> Ruling:
+    """The ruling an expired approval gets: the expiry event, or tell the model."""
     pending = run.pending
-    assert pending is not None
-    b = StepBuilder(engine, run, step=run.step)
-    verdict = "approved" if approved else "denied"
-    b.decision = (approval.approval_id, verdict, reviewer, note, engine.clock())
-    b.set(status="running", pending=None)
-    b.event("decision", reviewer=reviewer, tool=pending.tool,
-            detail={"decision": verdict, "note": note, "approval_id": approval.approval_id})
-    if pending.kind == "call":
-        assert pending.tool is not None
-        if approved:
-            # The decision lands first; the engine then runs the approved call in its own
-            # commit, so a crash in between resumes into that call, never into a new decision.
-            b.set(pending=pending.model_copy(update={"kind": "approved"}))
-        else:
-            b.tool_result(pending.tool, error=f"denied by {reviewer}: {note}")
-    else:
-        spec = engine.spec
-        event = spec.approve_event if approved else spec.deny_event
-        b.message({"role": "user", "content": f"{verdict} by {reviewer}: {note}".rstrip(": ")})
-        if not engine.fire(b, event, {}, by_model=False):
-            # A guard refused the person's event: the run still waits for a person.
-            engine._entered(b, None)
-    return b.save()
+    event = spec.expiry_event
+    if isinstance(pending, EventAwaitingPerson):
+        fired = event if event in pending.events else None
+        return Ruling(approval, "expired", None, None, fired, "the approval request expired")
+    return Ruling(approval, "expired", None, None, None,
+                  "approval expired before anyone decided")
 
 
-def expire_if_due(engine: Engine, run: RunState) -> RunState:
-    """Apply an expired approval: fire the expiry event, or tell the model."""
-    if run.status != "awaiting_approval" or run.pending is None:
-        return run
-    approval = _approval(engine, run)
-    now = engine.clock()
-    if approval.decision is not None or now < approval.expires_at:
-        return run
-    b = StepBuilder(engine, run, step=run.step)
-    b.decision = (approval.approval_id, "expired", None, None, now)
-    b.set(status="running", pending=None)
-    b.event("decision", tool=run.pending.tool,
-            detail={"decision": "expired", "approval_id": approval.approval_id})
-    event = engine.spec.expiry_event
-    if run.pending.kind == "event" and event in run.pending.events:
-        b.message({"role": "user", "content": "the approval request expired"})
-        if not engine.fire(b, event, {}, by_model=False):
-            engine._entered(b, None)
-    elif run.pending.tool is not None:
-        b.tool_result(run.pending.tool, error="approval expired before anyone decided")
-    else:
-        b.stop("handed_over", "approval expired")
-    return b.save()
+def is_due(approval: Approval, now: float) -> bool:
+    return approval.decision is None and now >= approval.expires_at
+
+
+def expired_error(run_id: str, approval: Approval, after: RunState) -> ApprovalExpired:
+    return ApprovalExpired(
+        f"run {run_id!r}: approval {approval.approval_id} expired at "
+        f"{utc(approval.expires_at)}; the run is now {after.status} in state "
+        f"{after.state!r}", run_id=run_id, state=after.state,
+    )
+
+
+def bound_records(spec: WorkflowSpec) -> frozenset[str]:
+    """Fact keys whose value a person approves: records of events into waiting states."""
+    cache = spec.view_cache
+    found = cache.get(("bound_records",))
+    if found is None:
+        found = cache[("bound_records",)] = frozenset(
+            spec.records[e] for events in spec.transitions.values()
+            for e, dst in events.items() if e in spec.records and spec.waits_for_person(dst)
+        )
+    return found  # type: ignore[no-any-return]
+
+
+def approved_binding_problem(spec: WorkflowSpec, store: Store, run: RunState) -> str | None:
+    """Why what the run holds differs from what a person approved, or ``None``.
+
+    The latest approval of a waiting state is bound to the record it asked about; before
+    any write runs, that record must still equal the approved arguments.
+    """
+    keys = bound_records(spec)
+    if not keys or not any(k in run.facts for k in keys):
+        return None
+    approved = [a for a in store.approvals(run.run_id, pending_only=False)
+                if a.tool is None and a.decision == "approved" and a.args]
+    if not approved:
+        return None
+    last = approved[-1]
+    if any(run.facts.get(k) == last.args for k in keys):
+        return None
+    held = {k: run.facts.get(k) for k in sorted(keys)}
+    return (f"the run's {', '.join(sorted(keys))} {held} differs from what approval "
+            f"{last.approval_id} approved {last.args}")

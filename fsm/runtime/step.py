@@ -1,24 +1,53 @@
-"""StepBuilder: collects what one step writes, then commits it in one transaction."""
+"""A step: the only writer of a run while the step lasts.
+
+A :class:`Step` records what happens (messages, log events, spend), moves the
+workflow machine, calls an effect, applies a person's decision or an expiry, and
+commits it all in one transaction. Other modules compute values (a gate decision, a
+review verdict, a compaction plan) and the step applies them.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pydantic import BaseModel
+
+from fsm.errors import TransitionRefused
+from fsm.faults import fault
+from fsm.machine import machine_for
 from fsm.policy import Action, Usage
-from fsm.records import Approval, Event, RunState, StepCommit, ViewRecord
+from fsm.records import (
+    Approval,
+    ApprovalDecision,
+    ApprovedCall,
+    CallAwaitingApproval,
+    Compaction,
+    Effect,
+    Event,
+    EventAwaitingPerson,
+    EventKind,
+    RunState,
+    Status,
+    StepCommit,
+    ViewRecord,
+    fingerprint,
+)
+from fsm.runtime import gate
+from fsm.runtime.context import StepContext
+from fsm.runtime.review import Ruling, approved_binding_problem
+from fsm.spec import ADVANCE
+from fsm.tools import ToolContext, ToolSpec
 
-if TYPE_CHECKING:
-    from fsm.runtime.engine import Engine
-    from fsm.runtime.gate import Refuse
 
+class Step:
+    """Collects what one step writes, then commits it in one transaction."""
 
-class StepBuilder:
-    def __init__(self, engine: Engine, run: RunState, *, step: int,
+    def __init__(self, ctx: StepContext, run: RunState, *, step: int,
                  started: float | None = None) -> None:
-        self.engine = engine
+        self.ctx = ctx
         self.run = run
         self.step = step
         self.expected_version = run.version
@@ -28,46 +57,48 @@ class StepBuilder:
         self.view: ViewRecord | None = None
         self.effects_done: dict[str, tuple[Any, str | None]] = {}
         self.new_approval: Approval | None = None
-        self.decision: tuple[str, str, str | None, str | None, float] | None = None
+        self.decision: ApprovalDecision | None = None
         self.artifacts: dict[str, str] = {}
-        self._cost = 0
-        self._tokens = 0
 
-    # -- state --------------------------------------------------------------------
+    # -- record -------------------------------------------------------------------
 
-    def set(self, **changes: Any) -> None:
+    def _set(self, **changes: Any) -> None:
         self.run = self.run.model_copy(update=changes)
 
+    @property
     def key(self) -> str:
+        """The idempotency key of a write made in this step."""
         return f"{self.run.run_id}:{self.step}"
 
     def spend(self, usage: Usage, *, policy_call: bool) -> None:
-        used = self.run.used.model_copy(update={
-            "steps": self.run.used.steps + (1 if policy_call else 0),
-            "input_tokens": self.run.used.input_tokens + usage.input_tokens,
-            "output_tokens": self.run.used.output_tokens + usage.output_tokens,
-            "cost_micros": self.run.used.cost_micros + usage.cost_micros,
-        })
-        self.set(used=used)
-        self._cost += usage.cost_micros
-        self._tokens += usage.input_tokens + usage.output_tokens
+        used = self.run.used
+        self._set(used=used.model_copy(update={
+            "steps": used.steps + (1 if policy_call else 0),
+            "input_tokens": used.input_tokens + usage.input_tokens,
+            "output_tokens": used.output_tokens + usage.output_tokens,
+            "cost_micros": used.cost_micros + usage.cost_micros,
+        }))
         if policy_call:
             self.event("policy", cost_micros=usage.cost_micros,
                        tokens=usage.input_tokens + usage.output_tokens,
                        detail={"input_tokens": usage.input_tokens,
                                "output_tokens": usage.output_tokens, "calls": usage.calls})
 
-    def stop(self, status: str, reason: str | None) -> None:
-        self.set(status=status, reason=reason)
+    def stop(self, status: Status, reason: str | None) -> None:
+        self._set(status=status, reason=reason)
         self.event("stop", reason=reason, detail={"status": status})
 
-    # -- transcript ---------------------------------------------------------------
+    def continue_after(self, kind: EventKind, **detail: Any) -> None:
+        """Make a stopped (model unavailable) or raised-budget run runnable again."""
+        self._set(status="running", reason=None)
+        self.event(kind, detail=detail)
+
+    def raise_budgets(self, budgets: Any, by: str) -> None:
+        self._set(budgets=budgets, status="running", reason=None)
+        self.event("budget", reviewer=by, detail={"budgets": budgets.model_dump(mode="json")})
 
     def message(self, msg: dict[str, Any]) -> None:
         self.messages.append(msg)
-        cached = self.engine._transcript.get(self.run.run_id)
-        if cached is not None:
-            cached.append(msg)
 
     def assistant(self, action: Action) -> None:
         if action.final is not None:
@@ -86,20 +117,64 @@ class StepBuilder:
         else:
             self.message({"role": "tool", "tool": tool, "result": self._cap(result)})
 
-    def replace_last_result(self, tool: str, *, result: Any = None,
-                            error: str | None = None) -> None:
-        """Rewrite this step's pending result for ``tool`` (used by ``advance``)."""
-        for msg in reversed(self.messages):
-            if msg.get("role") == "tool" and msg.get("tool") == tool:
-                msg.pop("result", None)
-                msg.pop("error", None)
-                if error is not None:
-                    msg["error"] = error
-                else:
-                    msg["result"] = result
-                return
+    def _cap(self, result: Any) -> Any:
+        text = json.dumps(result, ensure_ascii=False, sort_keys=True, default=str)
+        cap = self.ctx.result_cap
+        if len(text) <= cap:
+            return result
+        sha = hashlib.sha256(text.encode()).hexdigest()
+        self.artifacts[sha] = text
+        return {"excerpt": text[:cap], "artifact": f"artifact:{sha}", "chars": len(text)}
 
-    def refuse(self, refusal: Refuse) -> None:
+    def event(self, kind: EventKind, **fields: Any) -> None:
+        fields.setdefault("state_before", self.run.state)
+        fields.setdefault("state_after", self.run.state)
+        self.events.append(Event(run_id=self.run.run_id, step=self.step,
+                                 time=self.ctx.clock(), kind=kind, **fields))
+
+    def record_view(self, compaction: Compaction | None) -> ViewRecord:
+        tools, events = list(self.ctx.spec.allowed_tools(self.run.state)), \
+            self.ctx.spec.model_events(self.run.state)
+        self.view = ViewRecord(
+            step=self.step, state=self.run.state, tools=tools, events=events,
+            message_count=len(self.ctx.transcripts.of(self.run.run_id)), compaction=compaction,
+        )
+        return self.view
+
+    def compact(self, compaction: Compaction | None, usage: Usage,
+                detail: dict[str, Any]) -> None:
+        """Apply a compaction plan (``None``: logged but not applied) and log it."""
+        self.spend(usage, policy_call=False)
+        if compaction is not None:
+            self._set(compaction=compaction)
+        self.event("compaction", cost_micros=usage.cost_micros,
+                   tokens=usage.input_tokens + usage.output_tokens, detail=detail)
+
+    # -- act on the policy's action -------------------------------------------------
+
+    def act(self, action: Action) -> None:
+        """Gate the action and apply the decision."""
+        self.assistant(action)
+        if self._binding_broken(action):
+            return
+        decision = gate.check(self.ctx, self.run, action)
+        counter = getattr(decision, "repeat_refusals", None)
+        if counter is not None:
+            self._set(repeat_refusals=counter)
+        if isinstance(decision, gate.Refuse):
+            self._refuse(decision)
+        elif isinstance(decision, gate.Finish):
+            self._set(answer=decision.text)
+            self.stop("done", None)
+        elif isinstance(decision, gate.Fire):
+            self.tool_result(ADVANCE, result=None)
+            self.fire(decision.event, decision.payload, by_model=True)
+        elif isinstance(decision, gate.Pause):
+            self._pause_call(decision.tool, decision.args)
+        else:
+            self.execute(decision.tool, decision.args, key=self.key)
+
+    def _refuse(self, refusal: gate.Refuse) -> None:
         if refusal.tool is not None:
             self.message({"role": "tool", "tool": refusal.tool, "error": refusal.reason})
         else:
@@ -108,33 +183,216 @@ class StepBuilder:
         if refusal.fail is not None:
             self.stop("failed", refusal.fail)
 
-    def _cap(self, result: Any) -> Any:
-        text = json.dumps(result, ensure_ascii=False, sort_keys=True, default=str)
-        cap = self.engine.result_cap
-        if len(text) <= cap:
-            return result
-        sha = hashlib.sha256(text.encode()).hexdigest()
-        self.artifacts[sha] = text
-        return {"excerpt": text[:cap], "artifact": f"artifact:{sha}", "chars": len(text)}
+    def _binding_broken(self, action: Action) -> bool:
+        """Before a write, what a person approved must still be what the run holds.
 
-    # -- log ----------------------------------------------------------------------
+        Checked before the tool's own check, so the model is never told a changed value.
+        """
+        tool = self.ctx.spec.tools.get(action.tool or "")
+        if tool is None or not tool.write or not self.run.facts:
+            return False
+        problem = approved_binding_problem(self.ctx.spec, self.ctx.store, self.run)
+        if problem is None:
+            return False
+        self.tool_result(tool.name, error="the approved request no longer matches the run; "
+                                          "a person takes over")
+        self.stop("handed_over", problem)
+        return True
 
-    def event(self, kind: str, **fields: Any) -> None:
-        fields.setdefault("state_before", self.run.state)
-        fields.setdefault("state_after", self.run.state)
-        self.events.append(Event(run_id=self.run.run_id, step=self.step,
-                                 time=self.engine.clock(), kind=kind, **fields))
+    # -- effects ----------------------------------------------------------------------
+
+    def execute(self, tool_name: str, args: BaseModel, *, key: str | None,
+                existing: Effect | None = None) -> None:
+        """Run a validated call; writes are claimed first and replayed, never repeated."""
+        tool = self.ctx.spec.tools[tool_name]
+        args_dict = args.model_dump(mode="json")
+        if tool.write:
+            assert key is not None
+            if existing is None:
+                existing = self.ctx.store.claim_effect(Effect(
+                    key=key, run_id=self.run.run_id, step=self.step, tool=tool_name,
+                    args=args_dict, status="STARTED", started_at=self.ctx.clock(),
+                ))
+            if existing is not None:
+                if existing.status == "DONE":
+                    self.event("tool", tool=tool_name, detail={"key": key, "replayed": True})
+                    self._finish_call(tool, args, existing.result, existing.error)
+                    return
+                if not tool.retry_safe:
+                    self.stop("handed_over", f"in doubt: {tool_name} {key}")
+                    return
+        ctx = ToolContext(run_id=self.run.run_id, user=self.run.user, step=self.step,
+                          facts=self.run.facts, key=key if tool.write else None)
+        result: Any = None
+        error: str | None = None
+        try:
+            result = tool.fn(args, ctx)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        fault("after_tool_before_commit", self.step)
+        if tool.write and key is not None:
+            self.effects_done[key] = (result, error)
+        self.event("tool", tool=tool_name, detail={"args": args_dict, "key": key, "error": error})
+        if self.ctx.max_repeats is not None:
+            self._set(recent_calls=gate.remembered(self.run.recent_calls, tool_name, args_dict))
+        self._finish_call(tool, args, result, error)
+
+    def _finish_call(self, tool: ToolSpec, args: BaseModel, result: Any,
+                     error: str | None) -> None:
+        if error is not None:
+            self.tool_result(tool.name, error=error)
+            return
+        self.tool_result(tool.name, result=result)
+        try:
+            if tool.remember is not None:
+                self._set(facts={**self.run.facts,
+                                 **tool.remember(args, result, self.run.facts)})
+            event = tool.emits(result) if tool.emits is not None else None
+        except Exception as exc:
+            # The tool ran (its result is recorded); the workflow's own code failed on it.
+            self.stop("failed",
+                      f"{tool.name}: reading its result raised {type(exc).__name__}: {exc}")
+            return
+        if event:
+            self.fire(event, {}, by_model=False)
+
+    def run_approved(self, pending: ApprovedCall) -> None:
+        """Run the call a person approved, with the key it was requested under.
+
+        Its arguments are checked against the approval row first: a changed argument
+        hands the run over. A claim left by a process that died here is replayed
+        (done), called again (retry-safe) or handed over as in doubt.
+        """
+        self._set(pending=None)
+        problem = _approved_call_problem(self.ctx, self.run.run_id, pending)
+        if problem is not None:
+            self.tool_result(pending.tool, error="the approved call no longer matches its "
+                                                 "approval; a person takes over")
+            self.stop("handed_over", problem)
+            return
+        args = self.ctx.spec.tools[pending.tool].args.model_validate(pending.args)
+        self.execute(pending.tool, args, key=pending.key)
+
+    def recover(self, effect: Effect) -> None:
+        """A crash left a claimed write with no committed step: finish that step."""
+        self.spend(Usage(calls=0), policy_call=True)
+        self.event("recover", tool=effect.tool,
+                   detail={"key": effect.key, "status": effect.status})
+        self.assistant(Action(tool=effect.tool, args=effect.args))
+        args = self.ctx.spec.tools[effect.tool].args.model_validate(effect.args)
+        self.execute(effect.tool, args, key=effect.key, existing=effect)
+
+    # -- transitions and pauses -------------------------------------------------------
+
+    def fire(self, event: str, payload: dict[str, Any], *, by_model: bool) -> bool:
+        """Fire ``event`` through the machine; a refusal is logged, never raised."""
+        spec = self.ctx.spec
+        before = self.run.state
+        try:
+            after = machine_for(spec).fire(before, event, self.run.facts, payload,
+                                           run_id=self.run.run_id)
+        except TransitionRefused as exc:
+            self.event("refusal", event=event, reason=str(exc))
+            if by_model:
+                self._replace_advance_result(error=str(exc))
+            return False
+        facts = self.run.facts
+        if event in spec.records:
+            facts = {**facts, spec.records[event]: payload}
+        self._set(state=after, facts=facts, recent_calls=[])
+        self.event("transition", event=event, state_before=before, state_after=after)
+        if by_model:
+            self._replace_advance_result(result={"event": event, "state": after})
+        self.entered(event)
+        return True
+
+    def _replace_advance_result(self, *, result: Any = None, error: str | None = None) -> None:
+        for msg in reversed(self.messages):
+            if msg.get("role") == "tool" and msg.get("tool") == ADVANCE:
+                msg.pop("result", None)
+                msg.pop("error", None)
+                if error is not None:
+                    msg["error"] = error
+                else:
+                    msg["result"] = result
+                return
+
+    def entered(self, event: str | None) -> None:
+        """Act on the state the run is now in: a terminal state ends it, a person's
+        state pauses it, asking about the record of the event that led there."""
+        spec = self.ctx.spec
+        state = self.run.state
+        if state in spec.terminal:
+            if state in spec.handed_over_states:
+                self.stop("handed_over", f"reached {state!r}")
+            else:
+                self.stop("done", None)
+        elif spec.waits_for_person(state):
+            asks = self.run.facts.get(spec.records[event], {}) if event in spec.records else {}
+            self._pause(EventAwaitingPerson(events=list(spec.events_from(state)),
+                                            args=dict(asks), step=self.step))
+
+    def _pause_call(self, tool: str, args: BaseModel) -> None:
+        self._pause(CallAwaitingApproval(tool=tool, args=args.model_dump(mode="json"),
+                                         key=self.key, step=self.step))
+
+    def _pause(self, pending: CallAwaitingApproval | EventAwaitingPerson) -> None:
+        approval = Approval.request(
+            pending, run_id=self.run.run_id, run_version=self.expected_version + 1,
+            now=self.ctx.clock(), ttl=self.ctx.spec.approval_ttl_seconds,
+        )
+        pending = pending.model_copy(update={"approval_id": approval.approval_id})
+        self._set(status="awaiting_approval", pending=pending)
+        self.new_approval = approval
+        self.event("pause", tool=pending.tool, detail={
+            "approval_id": approval.approval_id, "args": pending.args,
+            "events": pending.events, "expires_at": approval.expires_at,
+        })
+
+    # -- people -----------------------------------------------------------------------
+
+    def apply_ruling(self, ruling: Ruling) -> None:
+        """Record a person's decision (or an expiry) and act on it."""
+        pending = self.run.pending
+        assert isinstance(pending, CallAwaitingApproval | EventAwaitingPerson)
+        self.decision = ApprovalDecision(approval_id=ruling.approval.approval_id,
+                                         decision=ruling.verdict, reviewer=ruling.reviewer,
+                                         note=ruling.note, time=self.ctx.clock())
+        self._set(status="running", pending=None)
+        detail: dict[str, Any] = {"decision": ruling.verdict,
+                                  "approval_id": ruling.approval.approval_id}
+        if ruling.verdict != "expired":
+            detail["note"] = ruling.note
+        self.event("decision", reviewer=ruling.reviewer, tool=pending.tool, detail=detail)
+        if isinstance(pending, CallAwaitingApproval):
+            self._rule_on_call(pending, ruling)
+        elif ruling.event is not None:
+            self.message({"role": "user", "content": ruling.message})
+            if not self.fire(ruling.event, {}, by_model=False):
+                # A guard refused the person's event: the run still waits for a person.
+                self.entered(None)
+        else:
+            self.stop("handed_over", "approval expired")
+
+    def _rule_on_call(self, pending: CallAwaitingApproval, ruling: Ruling) -> None:
+        if ruling.verdict == "approved":
+            # The decision lands first; the engine then runs the approved call in its own
+            # commit, so a crash in between resumes into that call, never into a new one.
+            self._set(pending=ApprovedCall(
+                tool=pending.tool, args=pending.args, key=pending.key, step=pending.step,
+                approval_id=pending.approval_id, args_hash=fingerprint(pending.subject()),
+            ))
+        else:
+            self.tool_result(pending.tool, error=ruling.message)
 
     # -- commit -------------------------------------------------------------------
 
     def commit(self, *, initial: bool = False) -> StepCommit:
-        now = self.engine.clock()
         elapsed = 0.0 if initial else time.monotonic() - self.started
         used = self.run.used.model_copy(
-            update={"active_seconds": self.run.used.active_seconds + elapsed}
-        )
-        self.set(step=max(self.run.step, self.step), used=used, updated_at=now,
-                 message_count=self.run.message_count + len(self.messages))
+            update={"active_seconds": self.run.used.active_seconds + elapsed})
+        self._set(step=max(self.run.step, self.step), used=used, updated_at=self.ctx.clock(),
+                  message_count=self.run.message_count + len(self.messages))
         return StepCommit(
             run=self.run, expected_version=self.expected_version, messages=self.messages,
             view=self.view, events=self.events, effects_done=self.effects_done,
@@ -142,13 +400,32 @@ class StepBuilder:
         )
 
     def save(self) -> RunState:
-        from fsm.faults import fault
-
+        transcripts = self.ctx.transcripts
         try:
-            run = self.engine.store.commit(self.commit())
+            run = self.ctx.store.commit(self.commit())
         except Exception:
-            # The step did not land: forget its messages from the cached transcript.
-            self.engine._transcript.pop(self.run.run_id, None)
+            # The step did not land: read the transcript from the store next time.
+            transcripts.forget(self.run.run_id)
             raise
+        transcripts.extend(self.run.run_id, self.messages)
         fault("after_commit", self.step)
         return run
+
+    def create(self) -> RunState:
+        """Insert the new run with what this (initial) step wrote."""
+        return self.ctx.store.create_run(self.run, self.commit(initial=True))
+
+
+def _approved_call_problem(ctx: StepContext, run_id: str, pending: ApprovedCall) -> str | None:
+    subject = {"kind": "call", "tool": pending.tool, "args": pending.args, "events": []}
+    for a in ctx.store.approvals(run_id, pending_only=False):
+        if a.approval_id != pending.approval_id:
+            continue
+        if a.decision != "approved":
+            return f"approval {a.approval_id} is {a.decision or 'undecided'}, not approved"
+        if (a.tool, a.args) != (pending.tool, pending.args) or \
+                fingerprint(subject) != a.args_hash or pending.args_hash != a.args_hash:
+            return (f"the approved call {pending.tool} differs from approval {a.approval_id}: "
+                    "its arguments changed after the decision")
+        return None
+    return f"no approval record {pending.approval_id} for the approved call {pending.tool}"

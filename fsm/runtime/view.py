@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.policy import View
-from fsm.records import ViewRecord
+from fsm.records import Compaction, ViewRecord
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.base import Store
 
@@ -42,33 +42,35 @@ def advance_schema(spec: WorkflowSpec, events: list[str]) -> dict[str, Any]:
     }
 
 
-def offered(spec: WorkflowSpec, state: str) -> tuple[list[str], list[str]]:
-    """(tool names, model events) offered in ``state``."""
-    return list(spec.allowed_tools(state)), spec.model_events(state)
+class Schemas:
+    """The tool schemas a workflow offers, built once per (tools, events) and shared."""
+
+    def __init__(self, spec: WorkflowSpec) -> None:
+        self.spec = spec
+        self._cache: dict[tuple[tuple[str, ...], tuple[str, ...]], list[dict[str, Any]]] = {}
+
+    def offered(self, tools: list[str], events: list[str]) -> list[dict[str, Any]]:
+        """The schemas of ``tools`` plus ``advance`` for ``events``; treat as read-only."""
+        key = (tuple(tools), tuple(events))
+        cached = self._cache.get(key)
+        if cached is None:
+            cached = [self.spec.tools[name].schema() for name in tools]
+            if events:
+                cached.append(advance_schema(self.spec, events))
+            self._cache[key] = cached
+        return list(cached)
 
 
-def tool_schemas(spec: WorkflowSpec, tools: list[str], events: list[str]) -> list[dict[str, Any]]:
-    """The schemas offered: built once per (tools, events) and shared — treat as read-only."""
-    key = (tuple(tools), tuple(events))
-    cached = spec.view_cache.get(key)
-    if cached is None:
-        cached = [spec.tools[name].schema() for name in tools]
-        if events:
-            cached.append(advance_schema(spec, events))
-        spec.view_cache[key] = cached
-    return list(cached)
-
-
-def compacted(messages: list[dict[str, Any]], compaction: dict[str, Any] | None) -> list[dict]:
+def compacted(messages: list[dict[str, Any]], compaction: Compaction | None) -> list[dict]:
     """Apply a compaction record: messages[1:upto] become one summary message."""
-    if not compaction:
+    if compaction is None:
         return messages
-    upto = int(compaction["upto"])
-    summary = {"role": "user", "content": compaction["summary"], "summary_of": [1, upto]}
+    upto = compaction.upto
+    summary = {"role": "user", "content": compaction.summary, "summary_of": [1, upto]}
     return messages[:1] + [summary] + messages[upto:]
 
 
-def render(spec: WorkflowSpec, run_id: str, record: ViewRecord,
+def render(spec: WorkflowSpec, schemas: Schemas, run_id: str, record: ViewRecord,
            messages: list[dict[str, Any]]) -> View:
     """The exact view of ``record`` given the transcript's first messages."""
     # Built without re-validating every message: the transcript is ours, and checking it
@@ -76,7 +78,7 @@ def render(spec: WorkflowSpec, run_id: str, record: ViewRecord,
     return View.model_construct(
         run_id=run_id, workflow=spec.name, step=record.step, state=record.state,
         messages=compacted(messages[: record.message_count], record.compaction),
-        tools=tool_schemas(spec, record.tools, record.events), events=record.events,
+        tools=schemas.offered(record.tools, record.events), events=record.events,
         system_prompt=spec.system_prompt, instructions=spec.instructions.get(record.state, ""),
     )
 
@@ -86,4 +88,5 @@ def view_at(spec: WorkflowSpec, store: Store, run_id: str, step: int | None = No
     record = store.view_record(run_id, step)
     if record is None:
         return None
-    return render(spec, run_id, record, store.messages(run_id, 0, record.message_count))
+    return render(spec, Schemas(spec), run_id, record,
+                  store.messages(run_id, 0, record.message_count))

@@ -55,7 +55,7 @@ class MemoryStore(Store):
             if current.version != commit.expected_version:
                 raise ConcurrentUpdate(run_id, commit.expected_version, current.version)
             if commit.decision is not None:
-                approval = self._approvals[commit.decision[0]]
+                approval = self._approvals[commit.decision.approval_id]
                 if approval.decision is not None:
                     raise ApprovalAlreadyDecided(
                         f"approval {approval.approval_id} of run {run_id!r} was already "
@@ -70,7 +70,7 @@ class MemoryStore(Store):
                 self._views[run_id][commit.view.step] = commit.view.model_copy(deep=True)
             log = self._events[run_id]
             prev = log[-1].hash if log else GENESIS
-            log.extend(chain(commit.events, prev, len(log)))
+            log.extend(Event.model_construct(**row) for row in chain(commit.events, prev, len(log)))
             for key, (result, error) in commit.effects_done.items():
                 eff = self._effects[key]
                 self._effects[key] = eff.model_copy(update={
@@ -80,10 +80,10 @@ class MemoryStore(Store):
             if commit.new_approval is not None:
                 self._approvals[commit.new_approval.approval_id] = commit.new_approval
             if commit.decision is not None:
-                aid, decision, reviewer, note, at = commit.decision
-                self._approvals[aid] = self._approvals[aid].model_copy(update={
-                    "decision": decision, "reviewer": reviewer, "note": note, "decided_at": at,
-                })
+                d = commit.decision
+                self._approvals[d.approval_id] = self._approvals[d.approval_id].model_copy(
+                    update={"decision": d.decision, "reviewer": d.reviewer, "note": d.note,
+                            "decided_at": d.time})
             self._artifacts.update(commit.artifacts)
             return new.model_copy(deep=True)
 

@@ -9,7 +9,6 @@ appending its own rows.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
@@ -18,7 +17,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunLocked, RunNotFound
-from fsm.records import Approval, Effect, Event, RunState, StepCommit, ViewRecord, canonical
+from fsm.records import (
+    Approval,
+    ApprovalDecision,
+    Effect,
+    Event,
+    RunState,
+    StepCommit,
+    ViewRecord,
+    chain,
+)
 from fsm.store.base import Store
 from fsm.store.lease import lease_is_free
 from fsm.store.schema import MIGRATIONS, StoreError
@@ -199,15 +207,11 @@ class SQLiteStore(Store):
                        count: int, head: str) -> tuple[int, str]:
         """Chain ``events`` onto the log; the new (count, head)."""
         rows = []
-        for seq, ev in enumerate(events, start=count):
-            # The hash is taken over the JSON form of the row, exactly what is stored and
-            # what Event.compute_hash() sees when the row is read back.
-            body = ev.model_dump(mode="json", exclude={"hash"})
-            body["seq"], body["prev_hash"] = seq, head
-            head = hashlib.sha256((head + canonical(body)).encode()).hexdigest()
-            body["hash"], body["detail"] = head, _dumps(body["detail"])
+        for body in chain(events, head, count):
+            body["detail"] = _dumps(body["detail"])
             rows.append(tuple(body[k] for k in _EVENT_COLS))
         if rows:
+            head = body["hash"]
             db.executemany(_INSERT_EVENT, rows)
         return count + len(rows), head
 
@@ -223,12 +227,12 @@ class SQLiteStore(Store):
         if c.decision is not None:
             self._decide(db, run_id, c.decision)
 
-    def _decide(self, db: sqlite3.Connection, run_id: str,
-                decision: tuple[str, str, str | None, str | None, float]) -> None:
-        aid, verdict, reviewer, note, at = decision
+    def _decide(self, db: sqlite3.Connection, run_id: str, d: ApprovalDecision) -> None:
+        aid = d.approval_id
         cur = db.execute(
             "UPDATE approvals SET decision = ?, reviewer = ?, note = ?, decided_at = ? "
-            "WHERE approval_id = ? AND decision IS NULL", (verdict, reviewer, note, at, aid),
+            "WHERE approval_id = ? AND decision IS NULL",
+            (d.decision, d.reviewer, d.note, d.time, aid),
         )
         if cur.rowcount != 1:
             row = db.execute("SELECT decision, reviewer FROM approvals WHERE approval_id = ?",

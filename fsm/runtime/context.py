@@ -1,0 +1,60 @@
+"""What a step is given: a small frozen context instead of the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fsm.spec import WorkflowSpec
+from fsm.store.base import Store
+
+Clock = Callable[[], float]
+
+
+class Transcripts:
+    """The transcripts of the runs an engine is driving, read once and kept in step.
+
+    A step appends its messages only once its commit has landed; a failed commit
+    forgets the run, so the next read comes from the store again.
+    """
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._cache: dict[str, list[dict[str, Any]]] = {}
+
+    def of(self, run_id: str) -> list[dict[str, Any]]:
+        """The whole transcript of ``run_id`` (shared: treat it as read-only)."""
+        cached = self._cache.get(run_id)
+        if cached is None:
+            cached = self._cache[run_id] = self._store.messages(run_id)
+        return cached
+
+    def load(self, run_id: str) -> None:
+        self._cache[run_id] = self._store.messages(run_id)
+
+    def extend(self, run_id: str, messages: list[dict[str, Any]]) -> None:
+        cached = self._cache.get(run_id)
+        if cached is not None:
+            cached.extend(messages)
+
+    def forget(self, run_id: str) -> None:
+        self._cache.pop(run_id, None)
+
+
+@dataclass(frozen=True)
+class StepContext:
+    """Everything a :class:`~fsm.runtime.step.Step` reads besides the run itself."""
+
+    spec: WorkflowSpec
+    store: Store
+    clock: Clock
+    transcripts: Transcripts
+    #: Characters of a tool result kept in the transcript; the rest goes to artifacts.
+    result_cap: int = 8000
+    #: Identical calls refused in a row before the run fails (``None``: never).
+    max_repeats: int | None = 3
+    #: Refuse unknown tools without listing the allowed ones.
+    plain_errors: bool = False
+    #: Whether the workflow has events at all (an Agent's has none, and no ``advance``).
+    has_events: bool = field(default=True)
