@@ -20,6 +20,7 @@ test: $(STAMP)
 check: $(STAMP)
 	$(BIN)/ruff check fsm workflows tests bench
 	$(BIN)/mypy fsm
+	$(BIN)/lint-imports
 
 bench: $(STAMP)
 	$(BIN)/python bench/steps.py
