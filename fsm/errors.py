@@ -1,9 +1,18 @@
-"""Every error the framework raises.
+"""Every error fsm raises.
 
 ::
 
     FSMError
     ├── WorkflowDefinitionError      bad tables, found once at load
+    │   └── InvariantError           invariants naming what the workflow does not have
+    ├── WorkflowNotFound             a workflow or policy name that resolves to nothing
+    ├── UsageError                   a command-line argument that cannot be used
+    ├── StoreError                   the database could not be opened, read or written
+    ├── ModelConfigError             a model adapter missing a setting, or unfit for the spec
+    ├── PriceError                   a price table entry that cannot be read
+    ├── DiagramError                 a diagram format or rendering that cannot be done
+    │   └── GraphvizMissing          SVG or PNG asked for without Graphviz's dot
+    ├── ScriptExhausted              a scripted test policy ran out of actions
     └── RunError                     something about one run, at run time
         ├── RunNotFound
         ├── InvalidRunState          the command does not fit the run's status
@@ -16,10 +25,11 @@
             ├── ApprovalAlreadyDecided
             ├── ApprovalExpired
             ├── ApprovalStale
-            └── ApprovalRefused      empty reviewer, self-approval
+            └── ApprovalRefused      empty reviewer, self-approval, an event not offered
 
 Model output never raises: the engine turns it into an observation. These errors
-are for programmers and operators.
+are for programmers and operators. Errors of dependencies (``sqlite3.Error``,
+``transitions.MachineError``, ``openai`` errors) are translated where fsm calls them.
 """
 
 from __future__ import annotations
@@ -41,6 +51,42 @@ class WorkflowDefinitionError(FSMError):
         super().__init__(
             f"workflow {workflow!r} has {len(self.problems)} definition problem(s):\n{lines}"
         )
+
+
+class InvariantError(WorkflowDefinitionError):
+    """Invariants that name states, events, tools or facts the workflow does not have."""
+
+
+class WorkflowNotFound(FSMError):
+    """A workflow or policy name that resolves to nothing."""
+
+
+class UsageError(FSMError):
+    """A command-line argument that cannot be used."""
+
+
+class StoreError(FSMError):
+    """The database could not be opened, read or written."""
+
+
+class ModelConfigError(FSMError):
+    """The model adapter is missing a setting (model name, API key) or cannot use the spec."""
+
+
+class PriceError(FSMError):
+    """A price table entry could not be read."""
+
+
+class DiagramError(FSMError):
+    """A diagram format that does not exist or does not fit, or a render that failed."""
+
+
+class GraphvizMissing(DiagramError):
+    """SVG or PNG was asked for, but Graphviz's ``dot`` program is not installed."""
+
+
+class ScriptExhausted(FSMError, AssertionError):
+    """A :class:`~fsm.testing.ScriptedPolicy` was asked for more actions than it holds."""
 
 
 class RunError(FSMError):

@@ -24,16 +24,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from fsm.errors import FSMError
+from fsm.errors import PriceError
 
 log = logging.getLogger("fsm.pricing")
 
 MILLION = 1_000_000
 _SNAPSHOT = re.compile(r"^(?P<base>.+?)-\d{4}-\d{2}-\d{2}$")
-
-
-class PriceError(FSMError):
-    """A price table entry could not be read."""
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,10 @@ import importlib
 from importlib.metadata import entry_points
 from typing import Any
 
-from fsm.errors import FSMError
+from fsm.errors import WorkflowNotFound
 from fsm.spec import WorkflowSpec
 
 GROUP = "fsm.workflows"
-
-
-class NotFound(FSMError):
-    """A workflow or policy name that resolves to nothing."""
 
 
 def _import(target: str) -> Any:
@@ -23,7 +19,7 @@ def _import(target: str) -> Any:
         for part in attr.split(".") if attr else ():
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
-        raise NotFound(f"cannot import {target!r}: {exc}") from None
+        raise WorkflowNotFound(f"cannot import {target!r}: {exc}") from None
     return obj
 
 
@@ -41,11 +37,12 @@ def load_workflow(name: str) -> WorkflowSpec:
         obj = _import(names[name])
     else:
         known = ", ".join(sorted(names)) or "none"
-        raise NotFound(f"unknown workflow {name!r} (registered: {known}; or give module:attr)")
+        raise WorkflowNotFound(
+            f"unknown workflow {name!r} (registered: {known}; or give module:attr)")
     if callable(obj) and not isinstance(obj, WorkflowSpec):
         obj = obj()
     if not isinstance(obj, WorkflowSpec):
-        raise NotFound(f"{name!r} is a {type(obj).__name__}, not a workflow spec")
+        raise WorkflowNotFound(f"{name!r} is a {type(obj).__name__}, not a workflow spec")
     return obj
 
 
@@ -62,8 +59,8 @@ def default_policy(name: str) -> Any:
 def load_policy(target: str) -> Any:
     """A policy given as ``module:attr``."""
     if ":" not in target:
-        raise NotFound(f"policy {target!r} must be given as module:attr")
+        raise WorkflowNotFound(f"policy {target!r} must be given as module:attr")
     obj = _import(target)
     if not callable(obj):
-        raise NotFound(f"policy {target!r} is not callable")
+        raise WorkflowNotFound(f"policy {target!r} is not callable")
     return obj

@@ -22,7 +22,7 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-from fsm.errors import FSMError
+from fsm.errors import ScriptExhausted
 from fsm.policy import Action, View
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.base import Store
@@ -84,10 +84,6 @@ class ToolSpy:
 
     def names(self) -> list[str]:
         return [c.tool for c in self.calls]
-
-
-class ScriptExhausted(FSMError, AssertionError):
-    """A :class:`ScriptedPolicy` was asked for more actions than its script holds."""
 
 
 def _as_reply(action: Action | dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ import openai
 
 from fsm.adapters import translate
 from fsm.adapters.summariser import ModelSummariser
-from fsm.errors import FSMError
+from fsm.errors import ModelConfigError
 from fsm.policy import Action, PolicyUnavailable, Usage, View
 from fsm.pricing import PriceTable
 from fsm.spec import WorkflowSpec
@@ -48,10 +48,6 @@ RETRY_STATUSES = frozenset({408, 409, 429})
 MAX_BACKOFF_SECONDS = 30.0
 
 Backoff = Callable[[int, "float | None"], float]
-
-
-class ModelConfigError(FSMError):
-    """The model adapter is missing a setting (model name, API key) or cannot use the spec."""
 
 
 def default_backoff(attempt: int, retry_after: float | None) -> float:

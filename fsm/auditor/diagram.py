@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from fsm.errors import FSMError
+from fsm.errors import DiagramError
 from fsm.records import Event
 from fsm.spec import WorkflowSpec
 
@@ -249,7 +249,7 @@ def _check_overlay(diagram: Diagram, run: Overlay) -> None:
     strange = [t for t in run.path if (t.source, t.event, t.target) not in known]
     if strange:
         steps = ", ".join(f"step {t.step}: {t.source} --{t.event}--> {t.target}" for t in strange)
-        raise FSMError(
+        raise DiagramError(
             f"run {run.run_id!r} took transitions that are not in workflow "
             f"{diagram.workflow!r} as defined now ({steps}); draw it with the definition "
             "it ran under"

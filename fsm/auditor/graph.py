@@ -7,14 +7,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fsm.auditor.diagram import MODEL, PERSON, TOOL_PREFIX, Diagram
-from fsm.errors import WorkflowDefinitionError
 
 if TYPE_CHECKING:
     from fsm.auditor.invariants import Invariant
-
-
-class InvariantError(WorkflowDefinitionError):
-    """Invariants that name states, events, tools or facts the workflow does not have."""
 
 
 @dataclass(frozen=True)

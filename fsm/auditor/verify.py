@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fsm.auditor.diagram import Diagram, extract
-from fsm.auditor.graph import Graph, InvariantError, Move, Verdict
+from fsm.auditor.graph import Graph, Move, Verdict
 from fsm.auditor.invariants import (
     AlwaysReaches,
     AtMostOnce,
@@ -42,6 +42,7 @@ from fsm.auditor.invariants import (
     ToolOnlyAfter,
     ToolOnlyIn,
 )
+from fsm.errors import InvariantError
 from fsm.spec import WorkflowSpec
 
 __all__ = [

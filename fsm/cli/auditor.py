@@ -11,11 +11,12 @@ from fsm.auditor.diagram import Overlay, extract, overlay
 from fsm.auditor.render import FORMATS, format_for, render
 from fsm.auditor.verify import verify
 from fsm.cli.files import write_atomic
+from fsm.errors import UsageError
 from fsm.registry import load_workflow
 from fsm.spec import WorkflowSpec
 
 from .app import DB_HELP, app, console
-from .context import UsageError, store_for
+from .context import store_for
 
 WORKFLOW_HELP = "registered workflow name or module:attr"
 

@@ -7,19 +7,15 @@ import os
 import time
 from typing import Any
 
-from fsm.errors import FSMError
+from fsm.errors import UsageError, WorkflowNotFound
 from fsm.records import RunState
-from fsm.registry import NotFound, default_policy, load_policy, load_workflow
+from fsm.registry import default_policy, load_policy, load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
 from fsm.spec import WorkflowSpec
 from fsm.store import SQLiteStore, open_store
 
 from .app import db_path
-
-
-class UsageError(FSMError):
-    """A command-line argument that cannot be used."""
 
 
 def clock() -> float:
@@ -92,7 +88,7 @@ def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None
             policy = recorded
     try:
         fn, _ = make_policy(ref, spec, policy, model, base_url)
-    except NotFound as exc:
+    except WorkflowNotFound as exc:
         raise UsageError(str(exc)) from None
     return Engine(spec, store, fn, clock=clock, compactor=Compactor())
 

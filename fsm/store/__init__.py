@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
+from fsm.errors import StoreError
 from fsm.store.base import Store
 from fsm.store.memory import MemoryStore
-from fsm.store.schema import StoreError
 from fsm.store.sqlite import SQLiteStore
 
 

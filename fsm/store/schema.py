@@ -6,13 +6,6 @@ migration; append a new one.
 
 from __future__ import annotations
 
-from fsm.errors import FSMError
-
-
-class StoreError(FSMError):
-    """The database could not be opened, read or written."""
-
-
 MIGRATIONS: list[str] = [
     # 1: the first schema.
     """

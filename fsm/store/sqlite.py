@@ -16,7 +16,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunLocked, RunNotFound
+from fsm.errors import (
+    ApprovalAlreadyDecided,
+    ConcurrentUpdate,
+    RunError,
+    RunLocked,
+    RunNotFound,
+    StoreError,
+)
 from fsm.records import (
     Approval,
     ApprovalDecision,
@@ -29,7 +36,7 @@ from fsm.records import (
 )
 from fsm.store.base import Store
 from fsm.store.lease import lease_is_free
-from fsm.store.schema import MIGRATIONS, StoreError
+from fsm.store.schema import MIGRATIONS
 
 _EVENT_COLS = (
     "run_id", "seq", "step", "time", "kind", "state_before", "state_after", "tool", "event",
