@@ -28,6 +28,7 @@ from fsm.errors import (
     WorkflowNotFound,
 )
 from fsm.policy import Action, Policy, PolicyUnavailable, Usage, View
+from fsm.presentation import Presentation
 from fsm.records import Approval, Budgets, Effect, Event, Pending, RunState, Used, ViewRecord
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
@@ -68,6 +69,7 @@ __all__ = [
     "Pending",
     "Policy",
     "PolicyUnavailable",
+    "Presentation",
     "PriceError",
     "RunError",
     "RunLocked",

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fsm.errors import WorkflowDefinitionError, validation_problems
+from fsm.presentation import PLAIN, Presentation
 from fsm.tools import Facts, ToolSpec
 
 #: The synthetic tool through which the model fires workflow events.
@@ -113,6 +114,13 @@ class WorkflowSpec(BaseModel):
     invariants: tuple[Any, ...] = ()
     #: Free-form settings the workflow's own code reads (e.g. the approval limit).
     settings: dict[str, Any] = {}
+    #: How pending requests are shown to people (summaries, amounts, money).
+    presentation: Presentation = PLAIN
+    #: name → ``open(location) -> resource``: the outside world a workflow's tools reach
+    #: (a shop, a payment gateway), opened by the runtime from the run's database location
+    #: and given to tools as ``ctx.resource(name)``. A resource with ``close()`` is closed
+    #: with the engine.
+    resources: dict[str, Callable[[str], Any]] = {}
 
     def events_from(self, state: str) -> dict[str, str]:
         return self.transitions.get(state, {})
@@ -194,6 +202,8 @@ def define_workflow(
     approval_ttl_seconds: float = 72 * 3600,
     invariants: tuple[Any, ...] | list[Any] = (),
     settings: Mapping[str, Any] | None = None,
+    presentation: Presentation | None = None,
+    resources: Mapping[str, Callable[[str], Any]] | None = None,
 ) -> WorkflowSpec:
     """Validate the tables and return the frozen :class:`WorkflowSpec`."""
     try:
@@ -243,6 +253,8 @@ def define_workflow(
         approval_ttl_seconds=approval_ttl_seconds,
         invariants=tuple(invariants),
         settings=dict(settings or {}),
+        presentation=presentation or PLAIN,
+        resources=dict(resources or {}),
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,6 +23,43 @@ class ToolContext:
     facts: Facts
     #: ``"{run_id}:{step}"`` for write tools; ``None`` for read-only ones.
     key: str | None = None
+    #: The workflow's resources, opened from the run's database location.
+    resources: Resources | None = None
+
+    def resource(self, name: str) -> Any:
+        """The workflow's resource ``name`` (see ``define_workflow(resources=...)``)."""
+        if self.resources is None:
+            raise LookupError(f"no resources are open for run {self.run_id!r}")
+        return self.resources.get(name)
+
+
+class Resources:
+    """The resources of one workflow at one database location, opened on first use."""
+
+    def __init__(self, openers: Mapping[str, Callable[[str], Any]], location: str) -> None:
+        self._openers = dict(openers)
+        self.location = location
+        self._open: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, name: str) -> Any:
+        with self._lock:
+            if name not in self._open:
+                opener = self._openers.get(name)
+                if opener is None:
+                    known = ", ".join(sorted(self._openers)) or "none"
+                    raise LookupError(f"no resource {name!r} (declared: {known})")
+                self._open[name] = opener(self.location)
+            return self._open[name]
+
+    def close(self) -> None:
+        """Close every resource opened (those with a ``close`` method)."""
+        with self._lock:
+            opened, self._open = self._open, {}
+        for resource in opened.values():
+            close = getattr(resource, "close", None)
+            if callable(close):
+                close()
 
 
 class NoArgs(BaseModel):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
+
+from fsm.store import default_db_path
 
 app = typer.Typer(
     name="fsm", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -32,10 +33,8 @@ JSON_HELP = "print JSON instead of a table"
 
 
 def db_path(db: str | None) -> str:
-    """Resolve --db, then FSM_DB, then ./fsm.db; the shop of the demo follows it."""
-    path = db or os.environ.get("FSM_DB") or "fsm.db"
-    os.environ["FSM_DB"] = path
-    return path
+    """Resolve --db, then FSM_DB, then ./fsm.db."""
+    return default_db_path(db)
 
 
 def print_json(value: Any) -> None:

@@ -102,11 +102,3 @@ def path_of(store: SQLiteStore, run_id: str) -> list[str]:
         elif e.kind == "transition" and e.state_after:
             path.append(e.state_after)
     return path
-
-
-def amount_of(args: dict[str, Any]) -> str:
-    paise = args.get("amount_paise")
-    if not isinstance(paise, int):
-        return ""
-    rupees, rest = divmod(paise, 100)
-    return f"₹{rupees:,}" + (f".{rest:02d}" if rest else "")

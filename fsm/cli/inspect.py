@@ -12,7 +12,7 @@ from fsm.errors import RunError
 from fsm.runtime.view import view_at
 
 from .app import DB_HELP, JSON_HELP, app, console, print_json, print_table
-from .context import amount_of, fmt_time, path_of, spec_for_run, store_for
+from .context import fmt_time, path_of, spec_for_run, store_for
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
@@ -53,15 +53,18 @@ def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     for a in store.approvals(pending_only=True):
         run = store.load_run(a.run_id)
         what = a.tool or "/".join(run.pending.events if run.pending else [])
+        shown = spec_for_run(store, run).presentation
         rows.append({
             "run_id": a.run_id, "user": run.user, "state": run.state, "waits_for": what,
-            "arguments": a.args, "amount": amount_of(a.args),
+            "asks": shown.describe(a.tool, a.args), "arguments": a.args,
+            "amount": shown.money_text(a.tool, a.args),
             "requested": fmt_time(a.requested_at), "expires": fmt_time(a.expires_at),
         })
     if as_json:
         print_json(rows)
         return
-    cols = ["run_id", "user", "state", "waits_for", "arguments", "amount", "requested", "expires"]
+    cols = ["run_id", "user", "state", "waits_for", "asks", "arguments", "amount", "requested",
+            "expires"]
     print_table(None, cols, [
         [json.dumps(r[c], ensure_ascii=False) if c == "arguments" else r[c] for c in cols]
         for r in rows

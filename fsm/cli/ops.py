@@ -16,7 +16,6 @@ from fsm.store import SQLiteStore
 from .app import DB_HELP, JSON_HELP, app, console, err_console, print_json
 from .context import (
     UsageError,
-    amount_of,
     clock,
     engine_for_run,
     make_policy,
@@ -51,9 +50,12 @@ def report(store: SQLiteStore, run: RunState, as_json: bool) -> None:
     if run.status == "awaiting_approval" and run.pending is not None:
         what = run.pending.tool or " / ".join(run.pending.events)
         args = json.dumps(run.pending.args, ensure_ascii=False, sort_keys=True)
-        amount = amount_of(run.pending.args)
+        shown = spec_for_run(store, run).presentation
+        amount = shown.money_text(run.pending.tool, run.pending.args)
         console.print(f"waiting  for a person ({what}): {args}"
                       + (f", amount {amount}" if amount else ""), markup=False)
+        console.print(f"asks     {shown.describe(run.pending.tool, run.pending.args)}",
+                      markup=False)
 
 
 @app.command("run")

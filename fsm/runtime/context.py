@@ -8,6 +8,7 @@ from typing import Any
 
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
+from fsm.tools import Resources
 
 Clock = Callable[[], float]
 
@@ -58,3 +59,5 @@ class StepContext:
     plain_errors: bool = False
     #: Whether the workflow has events at all (an Agent's has none, and no ``advance``).
     has_events: bool = field(default=True)
+    #: The workflow's resources at the store's location, for its tools.
+    resources: Resources | None = None

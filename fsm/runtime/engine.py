@@ -32,6 +32,7 @@ from fsm.runtime.view import Schemas, render
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.lease import new_owner
+from fsm.tools import Resources
 
 
 class Engine:
@@ -52,11 +53,23 @@ class Engine:
         self.owner = new_owner()
         self._transcripts = Transcripts(store)
         self._schemas = Schemas(spec)
+        #: The workflow's resources, opened from the store's location on first use.
+        self.resources = Resources(spec.resources, store.location)
         self._ctx = StepContext(
             spec=spec, store=store, clock=clock, transcripts=self._transcripts,
             result_cap=result_cap, max_repeats=max_repeats, plain_errors=plain_errors,
-            has_events=any(spec.transitions.values()),
+            has_events=any(spec.transitions.values()), resources=self.resources,
         )
+
+    def close(self) -> None:
+        """Close the workflow resources this engine opened (not the store)."""
+        self.resources.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- public API -------------------------------------------------------------------
 

@@ -222,7 +222,8 @@ class Step:
                     self.stop("handed_over", f"in doubt: {tool_name} {key}")
                     return
         ctx = ToolContext(run_id=self.run.run_id, user=self.run.user, step=self.step,
-                          facts=self.run.facts, key=key if tool.write else None)
+                          facts=self.run.facts, key=key if tool.write else None,
+                          resources=self.ctx.resources)
         result: Any = None
         error: str | None = None
         try:

@@ -17,6 +17,9 @@ from fsm.records import Approval, Effect, Event, RunState, StepCommit, ViewRecor
 class Store(ABC):
     """Persistence for runs. Implementations must make :meth:`commit` atomic."""
 
+    #: Where the database is (a path or a URL): workflow resources are opened from it.
+    location: str = ""
+
     @abstractmethod
     def create_run(self, run: RunState, commit: StepCommit | None = None) -> RunState:
         """Insert a new run (version 1) together with its first messages and events."""

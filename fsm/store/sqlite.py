@@ -65,6 +65,7 @@ class SQLiteStore(Store):
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = path
+        self.location = path
         self._lock = threading.RLock()
         try:
             self._db = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None,

@@ -7,7 +7,6 @@ transaction. The gateway ignores an idempotency key it has already seen.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
 import time
@@ -148,22 +147,3 @@ class _Tx:
             self.shop._db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
             self.shop._lock.release()
-
-
-class LazyShop:
-    """The shop of the current database, opened on first use.
-
-    The path is ``FSM_SHOP_DB``, else ``FSM_DB``, else ``fsm.db``: the demo's shop
-    lives in the same file as the runs, in tables of its own.
-    """
-
-    def __init__(self) -> None:
-        self._shop: Shop | None = None
-        self._path: str | None = None
-
-    def get(self) -> Shop:
-        path = os.environ.get("FSM_SHOP_DB") or os.environ.get("FSM_DB") or "fsm.db"
-        if self._shop is None or self._path != path:
-            self._shop = Shop(path).seed_demo()
-            self._path = path
-        return self._shop

@@ -6,8 +6,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from fsm import Guard, ToolContext, ToolSpec, WorkflowSpec, define_workflow
-from workflows.refund.shop import DAY, LazyShop, Shop
+from fsm import Guard, Presentation, ToolContext, ToolSpec, WorkflowSpec, define_workflow
+from workflows.refund.shop import DAY, Shop
 
 TRANSITIONS = {
     "collecting":        {"details_complete": "verifying"},
@@ -53,15 +53,50 @@ SYSTEM_PROMPT = (
 
 
 class ShopSource(Protocol):
-    def get(self) -> Shop: ...
+    def get(self, ctx: ToolContext) -> Shop: ...
 
 
 class _Fixed:
+    """One shop for every run (tests build the workflow around their own shop)."""
+
     def __init__(self, shop: Shop) -> None:
         self.shop = shop
 
-    def get(self) -> Shop:
+    def get(self, ctx: ToolContext) -> Shop:
         return self.shop
+
+
+class _Resource:
+    """The shop the runtime opened from the run's database location."""
+
+    def get(self, ctx: ToolContext) -> Shop:
+        shop: Shop = ctx.resource("shop")
+        return shop
+
+
+def open_shop(location: str) -> Shop:
+    """The demo shop in the same database as the runs, in tables of its own."""
+    return Shop(location or ":memory:").seed_demo()
+
+
+def rupees(paise: int) -> str:
+    """``180000`` → ``"₹1,800"``; ``35050`` → ``"₹350.50"``."""
+    whole, rest = divmod(paise, 100)
+    return f"₹{whole:,}" + (f".{rest:02d}" if rest else "")
+
+
+def _summary(tool: str | None, args: dict[str, Any]) -> str:
+    amount = args.get("amount_paise")
+    money = rupees(amount) if isinstance(amount, int) else "?"
+    where = f" of order {args['order_id']}" if "order_id" in args else ""
+    return f"refund {money} for {args.get('item_id', '?')}{where}"
+
+
+PRESENTATION = Presentation(
+    summary=_summary,
+    amount=lambda tool, args: args.get("amount_paise"),
+    money=rupees,
+)
 
 
 # -- arguments and payloads -----------------------------------------------------------
@@ -136,7 +171,7 @@ RECORDS = {"small_refund": "decision", "large_refund": "decision", "no_refund": 
 
 def _tools(shop: ShopSource) -> list[ToolSpec]:
     def get_order(args: OrderArgs, ctx: ToolContext) -> dict[str, Any]:
-        order = shop.get().order(args.order_id)
+        order = shop.get(ctx).order(args.order_id)
         if order is None:
             raise LookupError(f"no order {args.order_id}")
         if order["customer"] != ctx.user:
@@ -147,7 +182,7 @@ def _tools(shop: ShopSource) -> list[ToolSpec]:
                 "price_paise": order["price_paise"]}
 
     def get_policy(args: OrderArgs, ctx: ToolContext) -> dict[str, Any]:
-        s = shop.get()
+        s = shop.get(ctx)
         order = s.order(args.order_id)
         if order is None:
             raise LookupError(f"no order {args.order_id}")
@@ -163,11 +198,17 @@ def _tools(shop: ShopSource) -> list[ToolSpec]:
 
     def refund_item(args: RefundArgs, ctx: ToolContext) -> dict[str, Any]:
         assert ctx.key is not None
-        return shop.get().pay(ctx.key, args.order_id, args.item_id, args.amount_paise)
+        s = shop.get(ctx)
+        # The refundable amount is read again at payment time, not trusted from the run.
+        refundable = _refundable_now(s, args.order_id, ctx.user)
+        if args.amount_paise > refundable:
+            raise ValueError(f"the refund exceeds what is refundable now "
+                             f"({rupees(refundable)})")
+        return s.pay(ctx.key, args.order_id, args.item_id, args.amount_paise)
 
     def send_reply(args: ReplyArgs, ctx: ToolContext) -> dict[str, Any]:
         assert ctx.key is not None
-        return shop.get().send(ctx.key, ctx.user, args.text)
+        return shop.get(ctx).send(ctx.key, ctx.user, args.text)
 
     return [
         ToolSpec("get_order", get_order, "Fetch an order of the customer.", OrderArgs,
@@ -182,6 +223,14 @@ def _tools(shop: ShopSource) -> list[ToolSpec]:
         ToolSpec("send_reply", send_reply, "Send the customer a reply.", ReplyArgs,
                  write=True, retry_safe=True, emits=lambda r: "sent", emits_events=("sent",)),
     ]
+
+
+def _refundable_now(shop: Shop, order_id: str, customer: str) -> int:
+    order = shop.order(order_id)
+    if order is None or order["customer"] != customer:
+        return 0
+    days = int((shop.clock() - order["delivered_at"]) // DAY)
+    return int(order["price_paise"]) if days <= REFUND_WINDOW_DAYS else 0
 
 
 def _remember_order(args: OrderArgs, result: dict[str, Any], facts: Any) -> dict[str, Any]:
@@ -211,10 +260,11 @@ def _matches_decision(args: RefundArgs, facts: Any) -> str | None:
 
 
 def build(shop: Shop | ShopSource | None = None) -> WorkflowSpec:
-    """The refund workflow bound to ``shop`` (default: the shop in the current database)."""
+    """The refund workflow bound to ``shop`` (default: the shop in the database of the
+    store the run is driven on, opened by the runtime as the ``shop`` resource)."""
     source: ShopSource
     if shop is None:
-        source = LazyShop()
+        source = _Resource()
     elif isinstance(shop, Shop):
         source = _Fixed(shop)
     else:
@@ -227,4 +277,5 @@ def build(shop: Shop | ShopSource | None = None) -> WorkflowSpec:
         guards=GUARDS, payloads=PAYLOADS, records=RECORDS, instructions=INSTRUCTIONS,
         system_prompt=SYSTEM_PROMPT, expiry_event="expired", approval_ttl_seconds=72 * 3600,
         invariants=INVARIANTS, settings={"approval_limit_paise": APPROVAL_LIMIT_PAISE},
+        presentation=PRESENTATION, resources={"shop": open_shop},
     )

@@ -1,0 +1,68 @@
+"""How a workflow's requests are shown to people, in the workflow's own words.
+
+The framework knows no workflow's vocabulary: it does not know that an argument is
+an amount of money, or in which currency. A workflow that wants amounts shown (and
+release limits checked) says so with a :class:`Presentation`::
+
+    Presentation(
+        summary=lambda tool, args: f"refund {rupees(args['amount_paise'])}",
+        amount=lambda tool, args: args.get("amount_paise"),
+        money=rupees,
+    )
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fsm.records import canonical
+
+#: ``(tool or None, arguments) -> value``: what a paused run asks, in a workflow's terms.
+Reader = Callable[[str | None, dict[str, Any]], Any]
+
+
+def _plain_summary(tool: str | None, args: dict[str, Any]) -> str:
+    what = tool or "decision"
+    return f"{what} {canonical(args)}" if args else what
+
+
+def _no_amount(tool: str | None, args: dict[str, Any]) -> int | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Presentation:
+    """What people read about a pending request."""
+
+    #: ``(tool, args) -> one line`` (for a waiting state, ``tool`` is ``None`` and
+    #: ``args`` is what is asked). Default: the tool and its arguments as JSON.
+    summary: Reader = _plain_summary
+    #: ``(tool, args) -> amount in minor units, or None``: what release limits compare.
+    amount: Reader = _no_amount
+    #: ``minor units -> text``, e.g. ``"₹1,800"``. Default: the plain integer.
+    money: Callable[[int], str] = str
+
+    def describe(self, tool: str | None, args: dict[str, Any]) -> str:
+        """The request's summary; a summary function that raises falls back to plain."""
+        try:
+            return str(self.summary(tool, args))
+        except Exception:
+            return _plain_summary(tool, args)
+
+    def amount_of(self, tool: str | None, args: dict[str, Any]) -> int | None:
+        """The request's amount in minor units, or ``None`` when it has none."""
+        try:
+            value = self.amount(tool, args)
+        except Exception:
+            return None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def money_text(self, tool: str | None, args: dict[str, Any]) -> str:
+        """The request's amount as text, or ``""`` when it has none."""
+        amount = self.amount_of(tool, args)
+        return "" if amount is None else self.money(amount)
+
+
+PLAIN = Presentation()
