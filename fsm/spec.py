@@ -8,9 +8,9 @@ Every problem in the tables is collected and raised as one
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fsm.errors import WorkflowDefinitionError
+from fsm.reach import closure
 from fsm.tools import Facts, ToolSpec
 
 #: The synthetic tool through which the model fires workflow events.
@@ -59,7 +60,7 @@ class _Tables(BaseModel):
     initial: str
     human_events: frozenset[str] = frozenset()
     terminal: frozenset[str] | None = None
-    handed_over_states: frozenset[str] = frozenset({"handed_over"})
+    handed_over_states: frozenset[str] = frozenset()
     finish_states: frozenset[str] = frozenset()
     records: dict[str, str] = {}
     instructions: dict[str, str] = {}
@@ -108,6 +109,7 @@ class WorkflowSpec(BaseModel):
     approve_event: str = "approved"
     #: Human event fired when a reviewer denies a paused state.
     deny_event: str = "declined"
+    #: How long a request for a person's decision stays open, in seconds.
     approval_ttl_seconds: float = 72 * 3600
     #: Invariants the verifier proves (see :mod:`fsm.auditor.verify`).
     invariants: tuple[Any, ...] = ()
@@ -137,45 +139,65 @@ class WorkflowSpec(BaseModel):
             and all(e in self.human_events for e in events)
         )
 
+    def person_events(self, state: str) -> list[str]:
+        """Events a person may fire from ``state``: all of them, if the run waits there."""
+        return list(self.events_from(state)) if self.waits_for_person(state) else []
+
     def allowed_tools(self, state: str) -> tuple[str, ...]:
         return self.tools_by_state.get(state, ())
 
-    def is_write_state(self, state: str) -> bool:
-        return any(self.tools[t].write for t in self.allowed_tools(state))
+    def behaviour(self) -> dict[str, Any]:
+        """Every field of :data:`HASHED_FIELDS` as plain data: what the hash covers."""
+        return {name: _plain(getattr(self, name)) for name in HASHED_FIELDS}
 
     @cached_property
     def definition_hash(self) -> str:
-        """SHA-256 of everything that changes behaviour; runs record it."""
-        public = {
-            "name": self.name,
-            "transitions": self.transitions,
-            "tools_by_state": {s: list(t) for s, t in self.tools_by_state.items()},
-            "initial": self.initial,
-            "human_events": sorted(self.human_events),
-            "finish_states": sorted(self.finish_states),
-            "guards": {e: g.description for e, g in sorted(self.guards.items())},
-            "payloads": {e: m.model_json_schema() for e, m in sorted(self.payloads.items())},
-            "records": self.records,
-            "tools": {n: t.public() for n, t in sorted(self.tools.items())},
-            "expiry_event": self.expiry_event,
-            "system_prompt": self.system_prompt,
-            "instructions": self.instructions,
-            "settings": self.settings,
-        }
-        blob = json.dumps(public, sort_keys=True, ensure_ascii=False, default=str)
+        """SHA-256 of :meth:`behaviour`; runs record it, and resuming checks it."""
+        blob = json.dumps(self.behaviour(), sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @cached_property
-    def view_cache(self) -> dict[Any, Any]:
-        """Per-spec memo of things the view rebuilds every step (tool schemas)."""
+    def cache(self) -> dict[Any, Any]:
+        """Per-spec memo for what the runtime builds once per workflow (the compiled
+        machine, tool schemas). Each user keys its entries with its own objects."""
         return {}
 
-    @cached_property
-    def machine(self) -> Any:
-        """The compiled ``transitions`` machine (built once per workflow)."""
-        from fsm.machine import WorkflowMachine
+    @property
+    def view_cache(self) -> dict[Any, Any]:
+        """The same memo as :attr:`cache` (the view keys it by offered tools and events)."""
+        return self.cache
 
-        return WorkflowMachine(self)
+
+#: The fields that change what a run does; :attr:`WorkflowSpec.definition_hash` covers
+#: exactly these, so a paused run never resumes under a definition that means otherwise.
+HASHED_FIELDS: tuple[str, ...] = (
+    "name", "transitions", "tools_by_state", "initial", "terminal", "handed_over_states",
+    "finish_states", "human_events", "guards", "payloads", "records", "tools",
+    "instructions", "system_prompt", "expiry_event", "approve_event", "deny_event",
+    "approval_ttl_seconds", "settings",
+)
+#: The other fields, and why they leave the hash alone.
+UNHASHED_FIELDS: dict[str, str] = {
+    "states": "derived from transitions, terminal and handed_over_states",
+    "invariants": "what fsm verify proves; they do not change what a run does",
+}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-able data, the same in every process."""
+    if isinstance(value, Guard):
+        return {"description": value.description, "establishes": list(value.establishes)}
+    if isinstance(value, ToolSpec):
+        return value.public()
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return value.model_json_schema()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def define_workflow(
@@ -191,8 +213,8 @@ def define_workflow(
     records: Mapping[str, str] | None = None,
     instructions: Mapping[str, str] | None = None,
     system_prompt: str = "",
-    terminal: set[str] | None = None,
-    handed_over_states: set[str] | frozenset[str] = frozenset({"handed_over"}),
+    terminal: set[str] | frozenset[str] | None = None,
+    handed_over_states: set[str] | frozenset[str] = frozenset(),
     finish_states: set[str] | frozenset[str] = frozenset(),
     expiry_event: str | None = None,
     approve_event: str = "approved",
@@ -201,7 +223,10 @@ def define_workflow(
     invariants: tuple[Any, ...] | list[Any] = (),
     settings: Mapping[str, Any] | None = None,
 ) -> WorkflowSpec:
-    """Validate the tables and return the frozen :class:`WorkflowSpec`."""
+    """Validate the tables and return the frozen :class:`WorkflowSpec`.
+
+    Every problem found is listed in one :class:`~fsm.errors.WorkflowDefinitionError`.
+    """
     try:
         tables = _Tables(
             # pydantic checks the shape of whatever mappings it is given.
@@ -218,11 +243,9 @@ def define_workflow(
     except ValidationError as exc:
         problems = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
         raise WorkflowDefinitionError(name or "?", problems) from None
-    tool_map: dict[str, ToolSpec] = {}
+    tool_map = {t.name: t for t in tools}
     duplicates = sorted({t.name for t in tools if sum(u.name == t.name for u in tools) > 1})
-    for t in tools:
-        tool_map[t.name] = t
-    ctx = _Check(tables, tool_map, dict(guards or {}), dict(payloads or {}))
+    ctx = _Check(tables, tool_map, dict(guards or {}), dict(payloads or {}), invariants)
     problems = ctx.problems()
     if duplicates:
         problems.append(f"tools registered twice: {_names(duplicates)}")
@@ -232,23 +255,13 @@ def define_workflow(
         name=name,
         transitions={s: dict(ev) for s, ev in tables.transitions.items()},
         tools_by_state={s: tuple(ts) for s, ts in tables.tools_by_state.items()},
-        initial=initial,
-        states=ctx.states,
-        terminal=ctx.terminal,
-        handed_over_states=tables.handed_over_states & ctx.terminal,
-        finish_states=tables.finish_states,
-        human_events=tables.human_events,
-        guards=dict(guards or {}),
-        payloads=dict(payloads or {}),
-        records=tables.records,
-        tools=tool_map,
-        instructions=tables.instructions,
-        system_prompt=system_prompt,
-        expiry_event=expiry_event,
-        approve_event=approve_event,
-        deny_event=deny_event,
-        approval_ttl_seconds=approval_ttl_seconds,
-        invariants=tuple(invariants),
+        initial=initial, states=ctx.states, terminal=ctx.terminal,
+        handed_over_states=tables.handed_over_states, finish_states=tables.finish_states,
+        human_events=tables.human_events, guards=dict(guards or {}),
+        payloads=dict(payloads or {}), records=tables.records, tools=tool_map,
+        instructions=tables.instructions, system_prompt=system_prompt,
+        expiry_event=expiry_event, approve_event=approve_event, deny_event=deny_event,
+        approval_ttl_seconds=approval_ttl_seconds, invariants=tuple(invariants),
         settings=dict(settings or {}),
     )
 
@@ -257,28 +270,58 @@ def _names(items: Any) -> str:
     return ", ".join(repr(i) for i in sorted(items))
 
 
+def invariant_problems(invariants: Any, known: Mapping[str, set[str]]) -> list[str]:
+    """What is wrong with ``invariants``, given the names a workflow has by kind.
+
+    An invariant is any object with ``references() -> {kind: names}``, the kinds being
+    ``states``, ``events``, ``tools`` and ``facts`` (the facts guards establish).
+    """
+    if not isinstance(invariants, (list, tuple)):
+        return [f"invariants must be a list or tuple, got a single "
+                f"{type(invariants).__name__}: write invariants=(...,)"]
+    out = []
+    for i, inv in enumerate(invariants):
+        refs = getattr(inv, "references", None)
+        if not callable(refs):
+            out.append(f"invariants[{i}] is a {type(inv).__name__}, not an invariant "
+                       "(use the classes of fsm.auditor.verify)")
+            continue
+        for kind, names in refs().items():
+            for n in names:
+                if n not in known.get(kind, set()):
+                    allowed = ", ".join(sorted(known.get(kind, ()))) or "none"
+                    out.append(f"{type(inv).__name__}: unknown {kind[:-1]} {n!r} "
+                               f"(known {kind}: {allowed})")
+    return out
+
+
 @dataclass
 class _Check:
     """Runs every definition check; each lists all of its offenders."""
 
     t: _Tables
     tools: dict[str, ToolSpec]
-    guards: dict[str, Guard]
+    guards: dict[str, Any]
     payloads: dict[str, type[BaseModel]]
+    invariants: Any
     states: tuple[str, ...] = ()
     terminal: frozenset[str] = field(default_factory=frozenset)
+    #: Targets declared nowhere; reported once, then treated as ends so that no
+    #: other check repeats the mistake.
+    undeclared: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        seen: dict[str, None] = {}
-        for src, events in self.t.transitions.items():
-            seen[src] = None
-            for dst in events.values():
-                seen[dst] = None
-        self.states = tuple(seen)
-        exits = {s for s, ev in self.t.transitions.items() if ev}
-        self.terminal = self.t.terminal if self.t.terminal is not None else frozenset(
-            s for s in self.states if s not in exits and s not in self.t.finish_states
-        )
+        t = self.t
+        declared = dict.fromkeys(
+            [*t.transitions, *sorted(t.terminal or ()), *sorted(t.handed_over_states)])
+        for src, events in t.transitions.items():
+            for event, dst in events.items():
+                if dst not in declared:
+                    self.undeclared.setdefault(dst, []).append(f"{src} --{event}-->")
+        self.states = tuple(declared) + tuple(self.undeclared)
+        ends = t.terminal if t.terminal is not None else frozenset(
+            s for s, ev in t.transitions.items() if not ev and s not in t.finish_states)
+        self.terminal = frozenset(ends) | t.handed_over_states
 
     @property
     def events(self) -> set[str]:
@@ -287,20 +330,28 @@ class _Check:
     def problems(self) -> list[str]:
         out: list[str] = []
         for check in (
-            self._unknown_states, self._dead_ends, self._reachability, self._tools,
-            self._event_references, self._collisions,
+            self._undeclared, self._unknown_states, self._dead_ends, self._reachability,
+            self._tools, self._event_references, self._people, self._guards,
+            self._invariants, self._collisions,
         ):
             out.extend(check())
+        return out
+
+    def _undeclared(self) -> list[str]:
+        out = []
+        known = [s for s in self.states if s not in self.undeclared]
+        for dst, froms in self.undeclared.items():
+            close = difflib.get_close_matches(dst, known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            out.append(
+                f"transition target {dst!r} ({', '.join(froms)}) is not a declared state"
+                f"{hint} (declare end states with terminal= or handed_over_states=)")
         return out
 
     def _unknown_states(self) -> list[str]:
         out = []
         if self.t.initial not in self.states:
             out.append(f"initial state {self.t.initial!r} is not in TRANSITIONS")
-        if self.t.terminal is not None:
-            bad = set(self.t.terminal) - set(self.states)
-            if bad:
-                out.append(f"terminal states not in TRANSITIONS: {_names(bad)}")
         for label, names in (
             ("finish_states", self.t.finish_states),
             ("instructions", set(self.t.instructions)),
@@ -311,14 +362,12 @@ class _Check:
         return out
 
     def _dead_ends(self) -> list[str]:
-        dead = [
-            s for s in self.states
-            if s not in self.terminal and s not in self.t.finish_states
-            and not self.t.transitions.get(s)
-        ]
+        ends = self.terminal | self.t.finish_states | set(self.undeclared)
+        dead = [s for s in self.states if s not in ends and not self.t.transitions.get(s)]
         out = []
         if dead:
-            out.append(f"non-terminal states with no way out: {_names(dead)}")
+            out.append(f"non-terminal states with no way out: {_names(dead)} "
+                       "(list them in terminal= if runs end there)")
         exiting_terminals = [s for s in self.terminal if self.t.transitions.get(s)]
         if exiting_terminals:
             out.append(f"terminal states with outgoing events: {_names(exiting_terminals)}")
@@ -328,7 +377,7 @@ class _Check:
         if self.t.initial not in self.states:
             return []
         graph = {s: set(self.t.transitions.get(s, {}).values()) for s in self.states}
-        reached = _closure([self.t.initial], graph)
+        reached = closure([self.t.initial], graph)
         out = []
         unreachable = [s for s in self.states if s not in reached]
         if unreachable:
@@ -337,8 +386,8 @@ class _Check:
         for src, dsts in graph.items():
             for d in dsts:
                 reverse[d].add(src)
-        finishing = _closure(list(self.terminal | self.t.finish_states), reverse)
-        stuck = [s for s in self.states if s not in finishing]
+        ends = self.terminal | self.t.finish_states | set(self.undeclared)
+        stuck = [s for s in self.states if s not in closure(sorted(ends), reverse)]
         if stuck:
             out.append(f"these states cannot reach a terminal state: {_names(stuck)}")
         return out
@@ -381,6 +430,59 @@ class _Check:
             out.append(f"expiry event {exp!r} must be one of the human-only events")
         return out
 
+    def _people(self) -> list[str]:
+        """A state with human events must wait for a person, and a person must be able
+        to decide it: every way out human, no tools, and real approve/deny events."""
+        human = self.t.human_events
+        out = []
+        waiting = []
+        for state, events in self.t.transitions.items():
+            mine = [e for e in events if e in human]
+            if not mine:
+                continue
+            others = [e for e in events if e not in human]
+            tools = self.t.tools_by_state.get(state)
+            if others:
+                out.append(f"state {state!r} has human-only events ({_names(mine)}) and "
+                           f"events the model or a tool fires ({_names(others)}): the run "
+                           "never pauses there, so no person can fire them; make every way "
+                           f"out of {state!r} human, or none")
+            elif state in self.t.finish_states:
+                out.append(f"state {state!r} waits for a person ({_names(mine)}) but is a "
+                           "finish state, where the model's final answer ends the run")
+            else:
+                waiting.append(state)
+                if tools:
+                    out.append(f"state {state!r} waits for a person, so its tools can "
+                               f"never be called: {_names(tools)}")
+        if waiting:
+            for label, event in (("approve_event", self.t.approve_event),
+                                 ("deny_event", self.t.deny_event)):
+                if event not in human:
+                    out.append(f"{label} {event!r} is not a human-only event of this "
+                               f"workflow (human-only events: {_names(human)})")
+            if self.t.approve_event == self.t.deny_event:
+                out.append(f"approve_event and deny_event are both {self.t.approve_event!r}")
+        return out
+
+    def _guards(self) -> list[str]:
+        out = []
+        for event, g in self.guards.items():
+            if not isinstance(g, Guard):
+                out.append(f"guard of event {event!r} is a {type(g).__name__}, not a Guard "
+                           "(write Guard(description, fn) or decorate fn with "
+                           "@guard(description))")
+            elif not callable(g.fn):
+                out.append(f"guard of event {event!r} ({g.description}) has no function "
+                           "(give fn(facts, payload) -> bool)")
+        return out
+
+    def _invariants(self) -> list[str]:
+        facts = {f for g in self.guards.values() if isinstance(g, Guard) for f in g.establishes}
+        known = {"states": set(self.states), "events": self.events,
+                 "tools": set(self.tools), "facts": facts}
+        return invariant_problems(self.invariants, known)
+
     def _collisions(self) -> list[str]:
         clash = (self.events & set(self.tools)) | (self.events & {ADVANCE})
         if ADVANCE in self.tools:
@@ -388,14 +490,3 @@ class _Check:
         if clash:
             return [f"event names collide with tool names: {_names(clash)}"]
         return []
-
-
-def _closure(start: list[str], graph: dict[str, set[str]]) -> set[str]:
-    seen = set(start)
-    queue = deque(start)
-    while queue:
-        for nxt in graph.get(queue.popleft(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-    return seen

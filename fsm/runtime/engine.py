@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from fsm.errors import DefinitionChanged, InvalidRunState, RunLocked
 from fsm.faults import fault
+from fsm.machine import machine_for
 from fsm.policy import Action, PolicyFn, PolicyUnavailable, Usage, as_action
 from fsm.records import (
     FINAL_STATUSES,
@@ -301,7 +302,7 @@ class Engine:
 
         before = b.run.state
         try:
-            after = self.spec.machine.fire(before, event, b.run.facts, payload,
+            after = machine_for(self.spec).fire(before, event, b.run.facts, payload,
                                            run_id=b.run.run_id)
         except TransitionRefused as exc:
             b.event("refusal", event=event, reason=str(exc))

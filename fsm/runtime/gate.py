@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from fsm.machine import machine_for
 from fsm.policy import Action
 from fsm.records import RunState, fingerprint
 from fsm.spec import ADVANCE, WorkflowSpec
@@ -104,7 +105,7 @@ class Gate:
         if event in self.spec.tool_events:
             return Refuse(f"event {event!r} is fired by the tool that reports it, not by the "
                           f"model (allowed: {_listing(allowed)})", tool=ADVANCE, event=event)
-        if event not in self.spec.machine.triggers(state):
+        if event not in machine_for(self.spec).triggers(state):
             return Refuse(f"event {event!r} is not allowed in state {state!r} "
                           f"(allowed: {_listing(allowed)})", tool=ADVANCE, event=event)
         model = self.spec.payloads.get(event)
