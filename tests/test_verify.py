@@ -343,3 +343,25 @@ def test_cli_verify_exits_non_zero_when_violated(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "1 violated" in bad.stdout
     assert out.read_text().startswith("# Verification of workflow `refund`")
     assert "## 3. VIOLATED: `refund_item` runs" in out.read_text()
+
+
+def test_cli_verify_refuses_a_workflow_with_no_invariants(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from fsm.cli import main
+
+    def fsm_verify(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", ["fsm", "verify", *args])
+        with pytest.raises(SystemExit) as info:
+            main()
+        out = capsys.readouterr()
+        return int(info.value.code or 0), out.out, out.err
+
+    code, out, err = fsm_verify("desk:SPEC")
+    assert (code, out) == (1, "")
+    assert err == ("error: workflow 'desk' declares no invariants, so fsm verify proves "
+                   "nothing; add invariants=(...) to define_workflow, or pass --allow-empty "
+                   "to accept that\n")
+    code, out, err = fsm_verify("desk:SPEC", "--allow-empty")
+    assert code == 0, err
+    assert out.endswith("\nno invariants declared: nothing was proved.\n")

@@ -101,13 +101,18 @@ class Engine:
                     return run
             return self._drive(run)
 
-    def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "") -> RunState:
-        """Approve or deny what a paused run waits for, then continue the run."""
+    def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "", *,
+               event: str | None = None) -> RunState:
+        """Approve or deny what a paused run waits for, then continue the run.
+
+        ``event`` names the human event to fire when the run waits in a state (default:
+        the workflow's approve or deny event); it must be one the run waits for.
+        """
         from fsm.runtime.review import apply_decision
 
         with self._lease(run_id):
             run = self._load(run_id)
-            run = apply_decision(self, run, approved, reviewer, note)
+            run = apply_decision(self, run, approved, reviewer, note, event=event)
             return self._drive(run) if run.status == "running" else run
 
     def sweep(self, skipped: list[tuple[str, str]] | None = None) -> list[str]:

@@ -22,6 +22,7 @@ from fsm.runtime.step import StepBuilder
 
 if TYPE_CHECKING:
     from fsm.runtime.engine import Engine
+    from fsm.spec import WorkflowSpec
 
 
 def _same_person(a: str, b: str) -> bool:
@@ -44,8 +45,43 @@ def _approval(engine: Engine, run: RunState) -> Approval:
                          run_id=run.run_id, state=run.state)
 
 
+def chosen_event(spec: WorkflowSpec, run: RunState, approved: bool,
+                 event: str | None) -> str | None:
+    """The human event a decision fires (``None`` for a call), or why it cannot be decided."""
+    pending = run.pending
+    assert pending is not None
+    if pending.kind != "event":
+        if event is not None:
+            raise ApprovalRefused(
+                f"run {run.run_id!r} waits for approval of a call to {pending.tool!r}, not "
+                f"for an event; decide it without naming event {event!r}",
+                run_id=run.run_id, state=run.state, event=event)
+        return None
+    waiting = ", ".join(repr(e) for e in pending.events)
+    wrong = spec.deny_event if approved else spec.approve_event
+    if event is None:
+        event = spec.approve_event if approved else spec.deny_event
+        if event not in pending.events:
+            raise ApprovalRefused(
+                f"run {run.run_id!r} waits in state {run.state!r} for one of {waiting}, not "
+                f"for {event!r}: name the event to fire (--event NAME)",
+                run_id=run.run_id, state=run.state, event=event)
+    elif event not in pending.events:
+        raise ApprovalRefused(
+            f"run {run.run_id!r}: event {event!r} is not one the run waits for in state "
+            f"{run.state!r} (allowed: {waiting})", run_id=run.run_id, state=run.state,
+            event=event)
+    elif event == wrong:
+        verb, other = ("approve", "deny") if approved else ("deny", "approve")
+        raise ApprovalRefused(
+            f"run {run.run_id!r}: {event!r} is the workflow's {other} event; {other} the "
+            f"run instead of trying to {verb} it with that event",
+            run_id=run.run_id, state=run.state, event=event)
+    return event
+
+
 def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
-                   note: str) -> RunState:
+                   note: str, *, event: str | None = None) -> RunState:
     """Check the decision, record it and act on it, in one commit."""
     if run.status != "awaiting_approval" or run.pending is None:
         decided = engine.store.approvals(run.run_id, pending_only=False)
@@ -60,6 +96,7 @@ def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
             f"run {run.run_id!r} is not waiting for a decision (status: {run.status}, "
             f"state: {run.state})", run_id=run.run_id, state=run.state,
         )
+    fires = chosen_event(engine.spec, run, approved, event)
     reviewer = (reviewer or "").strip()
     if not reviewer:
         raise ApprovalRefused(f"run {run.run_id!r}: a decision needs a reviewer name",
@@ -91,11 +128,11 @@ def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
             f"run is at version {run.version} with request {subject[:12]}",
             run_id=run.run_id, state=run.state,
         )
-    return _record(engine, run, approval, approved, reviewer, note)
+    return _record(engine, run, approval, approved, reviewer, note, fires)
 
 
 def _record(engine: Engine, run: RunState, approval: Approval, approved: bool,
-            reviewer: str, note: str) -> RunState:
+            reviewer: str, note: str, fires: str | None = None) -> RunState:
     pending = run.pending
     assert pending is not None
     b = StepBuilder(engine, run, step=run.step)
@@ -113,8 +150,7 @@ def _record(engine: Engine, run: RunState, approval: Approval, approved: bool,
         else:
             b.tool_result(pending.tool, error=f"denied by {reviewer}: {note}")
     else:
-        spec = engine.spec
-        event = spec.approve_event if approved else spec.deny_event
+        event = fires or (engine.spec.approve_event if approved else engine.spec.deny_event)
         b.message({"role": "user", "content": f"{verdict} by {reviewer}: {note}".rstrip(": ")})
         if not engine.fire(b, event, {}, by_model=False):
             # A guard refused the person's event: the run still waits for a person.
