@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict
 
 Facts = Mapping[str, Any]
 
+#: The synthetic tool through which the model fires workflow events.
+ADVANCE = "advance"
+
 
 @dataclass(frozen=True)
 class ToolContext:

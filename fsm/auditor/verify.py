@@ -44,7 +44,8 @@ from fsm.auditor.invariants import (
     ToolOnlyIn,
     Verdict,
 )
-from fsm.spec import WorkflowSpec, invariant_problems
+from fsm.checks import invariant_problems
+from fsm.spec import WorkflowSpec
 
 __all__ = [
     "ASSUMPTIONS",

@@ -19,10 +19,10 @@ from fsm.errors import (
 )
 from fsm.records import Approval, RunState, fingerprint
 from fsm.runtime.step import StepBuilder
+from fsm.spec import WorkflowSpec
 
 if TYPE_CHECKING:
     from fsm.runtime.engine import Engine
-    from fsm.spec import WorkflowSpec
 
 
 def _same_person(a: str, b: str) -> bool:
