@@ -94,7 +94,9 @@ ASSUMPTIONS = (
     "- a person fires any event of a state that waits for a person (approve, deny, or one "
     "named with --event), and only there;",
     "- any guard may pass or fail; a guard that passes establishes the facts it declares "
-    "(⇒), which hold for the rest of the path.",
+    "(⇒), which hold for the rest of the path (for an `unless=` fact, until a later guard "
+    "establishes facts: a new decision);",
+    "- a condition no guard established is never assumed to hold.",
 )
 
 
