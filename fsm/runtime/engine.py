@@ -308,7 +308,7 @@ class Engine:
         before = b.run.state
         try:
             after = machine_for(self.spec).fire(before, event, b.run.facts, payload,
-                                           run_id=b.run.run_id)
+                                                run_id=b.run.run_id)
         except TransitionRefused as exc:
             b.event("refusal", event=event, reason=str(exc))
             if by_model:
