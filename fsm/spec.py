@@ -37,9 +37,11 @@ class WorkflowSpec(BaseModel):
     tools_by_state: dict[str, tuple[str, ...]]
     #: The state a run starts in.
     initial: str
-    #: Every state, in table order.
+    #: Every state: the rows of ``transitions``, then ``terminal`` and
+    #: ``handed_over_states`` (each declared; an undeclared target is an error).
     states: tuple[str, ...]
-    #: States with no outgoing events; reaching one ends the run.
+    #: States whose reaching ends the run: ``terminal=`` (or, without it, the rows with
+    #: no events that are not finish states) plus ``handed_over_states``.
     terminal: frozenset[str]
     #: Terminal states that end the run as ``handed_over`` rather than ``done``.
     handed_over_states: frozenset[str]
