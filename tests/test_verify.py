@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fsm import Engine, MemoryStore, ToolSpec, WorkflowSpec, define_workflow
+from fsm import Engine, Guard, MemoryStore, ToolSpec, WorkflowSpec, define_workflow
 from fsm.auditor.diagram import extract
 from fsm.auditor.render import to_dot, to_markdown, to_mermaid
 from fsm.auditor.verify import (
@@ -365,3 +365,35 @@ def test_cli_verify_refuses_a_workflow_with_no_invariants(
     code, out, err = fsm_verify("desk:SPEC", "--allow-empty")
     assert code == 0, err
     assert out.endswith("\nno invariants declared: nothing was proved.\n")
+
+
+def epoch_flow(*again_establishes: str) -> WorkflowSpec:
+    """An approved decision, then a second decision before the payment."""
+    def always(facts: Any, payload: Any) -> bool:
+        return True
+
+    return define_workflow(
+        "epoch", initial="deciding", terminal={"done"},
+        transitions={"deciding": {"small": "paying", "large": "waiting"},
+                     "waiting": {"approved": "rethink", "declined": "done"},
+                     "rethink": {"decide_again": "paying"},
+                     "paying": {"paid": "done"}},
+        tools_by_state={"paying": ["pay"]}, human_events={"approved", "declined"},
+        guards={"small": Guard("within the limit", always, establishes=("within",)),
+                "decide_again": Guard("a new amount", always,
+                                      establishes=again_establishes)},
+        tools=[ToolSpec("pay", lambda a, c: {}, write=True, emits=lambda r: "paid",
+                        emits_events=("paid",))],
+    )
+
+
+def test_an_approval_does_not_cover_a_later_decision() -> None:
+    rule = ToolOnlyAfter("pay", "approved", unless="within")
+    [kept] = verify(epoch_flow(), [rule]).verdicts
+    assert kept.proved  # the second edge decides nothing new: the approval still counts
+    [broken] = verify(epoch_flow("above"), [rule]).verdicts
+    assert not broken.proved
+    assert steps(broken) == [("deciding", "large", None, "waiting"),
+                             ("waiting", "approved", None, "rethink"),
+                             ("rethink", "decide_again", None, "paying"),
+                             ("paying", None, "pay", "paying")]
