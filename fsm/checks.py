@@ -50,8 +50,9 @@ def invariant_problems(invariants: Any, known: Mapping[str, set[str]]) -> list[s
     ``states``, ``events``, ``tools`` and ``facts`` (the facts guards establish).
     """
     if not isinstance(invariants, (list, tuple)):
-        return [f"invariants must be a list or tuple, got a single "
-                f"{type(invariants).__name__}: write invariants=(...,)"]
+        kind = type(invariants).__name__
+        what = f"a single {kind}" if hasattr(invariants, "references") else f"a {kind}"
+        return [f"invariants must be a list or tuple, got {what}: write invariants=(...,)"]
     out = []
     for i, inv in enumerate(invariants):
         refs = getattr(inv, "references", None)

@@ -211,6 +211,9 @@ CHECKS = [
                  ["invariants must be a list or tuple, got a single ToolOnlyIn: "
                   "write invariants=(...,)"],
                  id="invariants-given-as-one-object"),
+    pytest.param({"invariants": {ToolOnlyIn("write", "work")}},
+                 ["invariants must be a list or tuple, got a set: write invariants=(...,)"],
+                 id="invariants-given-as-a-set"),
     pytest.param({"invariants": [ToolOnlyIn("wirte", "wokr"), OnlyThrough("work", "og"),
                                  ToolOnlyAfter("write", "approved", unless="small"),
                                  "write runs only in work"]},
