@@ -1,8 +1,9 @@
 """The workflow spec compiled into a ``transitions`` machine.
 
 The machine, not a dict lookup, decides whether an event may fire. One machine is
-built per workflow; each fire borrows it with a throwaway model object. Its errors
-are translated here, at the one boundary, into :class:`TransitionRefused`.
+built per workflow (:func:`machine_for`) with one permanent model object; each fire
+sets that object's state under a lock and triggers the event. Its errors are
+translated here, at the one boundary, into :class:`TransitionRefused`.
 """
 
 from __future__ import annotations
@@ -22,18 +23,6 @@ class _Token:
     state: str
 
 
-def machine_for(spec: WorkflowSpec) -> WorkflowMachine:
-    """The compiled machine of ``spec``, built once per workflow."""
-    cache = spec.view_cache
-    machine = cache.get(_KEY)
-    if machine is None:
-        machine = cache[_KEY] = WorkflowMachine(spec)
-    return machine  # type: ignore[no-any-return]
-
-
-_KEY = ("machine",)
-
-
 class WorkflowMachine:
     def __init__(self, spec: WorkflowSpec) -> None:
         self.spec = spec
@@ -50,6 +39,10 @@ class WorkflowMachine:
             model=None, states=list(spec.states), transitions=rows, initial=spec.initial,
             auto_transitions=False, send_event=True,
         )
+        # One model for the machine's lifetime: adding and removing a model per fire
+        # costs more than the rest of the transition.
+        self._token = _Token()
+        self._machine.add_model(self._token, initial=spec.initial)
 
     @staticmethod
     def _condition(fn: Any) -> Any:
@@ -72,9 +65,9 @@ class WorkflowMachine:
                 f"event {event!r} does not exist in workflow {self.spec.name!r}",
                 run_id=run_id, state=state, event=event,
             )
-        token = _Token()
+        token = self._token
         with self._lock:
-            self._machine.add_model(token, initial=state)
+            self._machine.set_state(state, model=token)
             try:
                 moved = self._machine.events[event].trigger(token, facts=facts, payload=payload)
             except MachineError:
@@ -89,12 +82,19 @@ class WorkflowMachine:
                     f"event {event!r} refused in state {state!r}: guard ({g.description}) "
                     f"raised {type(exc).__name__}: {exc}", run_id=run_id, state=state, event=event,
                 ) from exc
-            finally:
-                self._machine.remove_model(token)
+            after = token.state
         if not moved:
             g = self.spec.guards[event]
             raise TransitionRefused(
                 f"event {event!r} refused in state {state!r}: guard not met ({g.description})",
                 run_id=run_id, state=state, event=event,
             )
-        return token.state
+        return after
+
+
+def machine_for(spec: WorkflowSpec) -> WorkflowMachine:
+    """The compiled machine of ``spec``, built on first use and kept in ``spec.cache``."""
+    machine = spec.cache.get(WorkflowMachine)
+    if machine is None:
+        machine = spec.cache.setdefault(WorkflowMachine, WorkflowMachine(spec))
+    return machine

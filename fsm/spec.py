@@ -3,71 +3,27 @@
 A workflow author writes ``TRANSITIONS`` and ``TOOLS_BY_STATE`` as dict literals and
 passes them, with guards, payload models and tools, to :func:`define_workflow`.
 Every problem in the tables is collected and raised as one
-:class:`~fsm.errors.WorkflowDefinitionError`.
+:class:`~fsm.errors.WorkflowDefinitionError` (the checks: :mod:`fsm.checks`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from fsm.checks import Check, Tables, quoted
 from fsm.errors import WorkflowDefinitionError, validation_problems
+from fsm.guard import Guard, guard
 from fsm.presentation import PLAIN, Presentation
-from fsm.tools import Facts, ToolSpec
+from fsm.tools import ADVANCE, ToolSpec
 
-#: The synthetic tool through which the model fires workflow events.
-ADVANCE = "advance"
-
-
-@dataclass(frozen=True)
-class Guard:
-    """A condition on an event: ``fn(facts, payload) -> bool``.
-
-    ``description`` is what auditors and the model read ("amount ≤ ₹500"), never the
-    source code. ``establishes`` names facts that hold on every path through the
-    guarded edge; the verifier reasons with them (e.g. ``"amount_above_limit"``).
-    """
-
-    description: str
-    fn: Callable[[Facts, dict[str, Any]], bool]
-    establishes: tuple[str, ...] = ()
-
-
-def guard(description: str, *, establishes: tuple[str, ...] = ()) -> Callable[..., Guard]:
-    """Decorator form of :class:`Guard`."""
-
-    def wrap(fn: Callable[[Facts, dict[str, Any]], bool]) -> Guard:
-        return Guard(description, fn, establishes)
-
-    return wrap
-
-
-class _Tables(BaseModel):
-    """The shape of the tables, checked before their meaning."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    name: str = Field(min_length=1)
-    transitions: dict[str, dict[str, str]]
-    tools_by_state: dict[str, list[str]]
-    initial: str
-    human_events: frozenset[str] = frozenset()
-    terminal: frozenset[str] | None = None
-    handed_over_states: frozenset[str] = frozenset({"handed_over"})
-    finish_states: frozenset[str] = frozenset()
-    records: dict[str, str] = {}
-    instructions: dict[str, str] = {}
-    expiry_event: str | None = None
-    approve_event: str = "approved"
-    deny_event: str = "declined"
-    approval_ttl_seconds: float = Field(default=72 * 3600, gt=0)
+__all__ = ["ADVANCE", "HASHED_FIELDS", "UNHASHED_FIELDS", "Guard", "WorkflowSpec",
+           "define_workflow", "guard"]
 
 
 class WorkflowSpec(BaseModel):
@@ -82,9 +38,11 @@ class WorkflowSpec(BaseModel):
     tools_by_state: dict[str, tuple[str, ...]]
     #: The state a run starts in.
     initial: str
-    #: Every state, in table order.
+    #: Every state: the rows of ``transitions``, then ``terminal`` and
+    #: ``handed_over_states`` (each declared; an undeclared target is an error).
     states: tuple[str, ...]
-    #: States with no outgoing events; reaching one ends the run.
+    #: States whose reaching ends the run: ``terminal=`` (or, without it, the rows with
+    #: no events that are not finish states) plus ``handed_over_states``.
     terminal: frozenset[str]
     #: Terminal states that end the run as ``handed_over`` rather than ``done``.
     handed_over_states: frozenset[str]
@@ -109,6 +67,7 @@ class WorkflowSpec(BaseModel):
     approve_event: str = "approved"
     #: Human event fired when a reviewer denies a paused state.
     deny_event: str = "declined"
+    #: How long a request for a person's decision stays open, in seconds.
     approval_ttl_seconds: float = 72 * 3600
     #: Invariants the verifier proves (see :mod:`fsm.auditor.verify`).
     invariants: tuple[Any, ...] = ()
@@ -145,39 +104,67 @@ class WorkflowSpec(BaseModel):
             and all(e in self.human_events for e in events)
         )
 
+    def person_events(self, state: str) -> list[str]:
+        """Events a person may fire from ``state``: all of them, if the run waits there."""
+        return list(self.events_from(state)) if self.waits_for_person(state) else []
+
     def allowed_tools(self, state: str) -> tuple[str, ...]:
         return self.tools_by_state.get(state, ())
 
-    def is_write_state(self, state: str) -> bool:
-        return any(self.tools[t].write for t in self.allowed_tools(state))
+    def behaviour(self) -> dict[str, Any]:
+        """Every field of :data:`HASHED_FIELDS` as plain data: what the hash covers."""
+        return {name: _plain(getattr(self, name)) for name in HASHED_FIELDS}
 
     @cached_property
     def definition_hash(self) -> str:
-        """SHA-256 of everything that changes behaviour; runs record it."""
-        public = {
-            "name": self.name,
-            "transitions": self.transitions,
-            "tools_by_state": {s: list(t) for s, t in self.tools_by_state.items()},
-            "initial": self.initial,
-            "human_events": sorted(self.human_events),
-            "finish_states": sorted(self.finish_states),
-            "guards": {e: g.description for e, g in sorted(self.guards.items())},
-            "payloads": {e: m.model_json_schema() for e, m in sorted(self.payloads.items())},
-            "records": self.records,
-            "tools": {n: t.public() for n, t in sorted(self.tools.items())},
-            "expiry_event": self.expiry_event,
-            "system_prompt": self.system_prompt,
-            "instructions": self.instructions,
-            "settings": self.settings,
-        }
-        blob = json.dumps(public, sort_keys=True, ensure_ascii=False, default=str)
+        """SHA-256 of :meth:`behaviour`; runs record it, and resuming checks it."""
+        blob = json.dumps(self.behaviour(), sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @cached_property
-    def view_cache(self) -> dict[Any, Any]:
-        """Per-spec memo of things the view rebuilds every step (tool schemas)."""
+    def cache(self) -> dict[Any, Any]:
+        """Per-spec memo for what the runtime builds once per workflow (the compiled
+        machine, tool schemas). Each user keys its entries with its own objects."""
         return {}
 
+    @property
+    def view_cache(self) -> dict[Any, Any]:
+        """The same memo as :attr:`cache` (the view keys it by offered tools and events)."""
+        return self.cache
+
+
+#: The fields that change what a run does; :attr:`WorkflowSpec.definition_hash` covers
+#: exactly these, so a paused run never resumes under a definition that means otherwise.
+HASHED_FIELDS: tuple[str, ...] = (
+    "name", "transitions", "tools_by_state", "initial", "terminal", "handed_over_states",
+    "finish_states", "human_events", "guards", "payloads", "records", "tools",
+    "instructions", "system_prompt", "expiry_event", "approve_event", "deny_event",
+    "approval_ttl_seconds", "settings",
+)
+#: The other fields, and why they leave the hash alone.
+UNHASHED_FIELDS: dict[str, str] = {
+    "states": "derived from transitions, terminal and handed_over_states",
+    "invariants": "what fsm verify proves; they do not change what a run does",
+    "presentation": "how requests read to people; a run takes the same steps",
+    "resources": "where tools reach the outside world, opened from the run's database",
+}
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as JSON-able data, the same in every process."""
+    if isinstance(value, Guard):
+        return {"description": value.description, "establishes": list(value.establishes)}
+    if isinstance(value, ToolSpec):
+        return value.public()
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return value.model_json_schema()
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def define_workflow(
@@ -193,8 +180,8 @@ def define_workflow(
     records: Mapping[str, str] | None = None,
     instructions: Mapping[str, str] | None = None,
     system_prompt: str = "",
-    terminal: set[str] | None = None,
-    handed_over_states: set[str] | frozenset[str] = frozenset({"handed_over"}),
+    terminal: set[str] | frozenset[str] | None = None,
+    handed_over_states: set[str] | frozenset[str] = frozenset(),
     finish_states: set[str] | frozenset[str] = frozenset(),
     expiry_event: str | None = None,
     approve_event: str = "approved",
@@ -205,9 +192,12 @@ def define_workflow(
     presentation: Presentation | None = None,
     resources: Mapping[str, Callable[[str], Any]] | None = None,
 ) -> WorkflowSpec:
-    """Validate the tables and return the frozen :class:`WorkflowSpec`."""
+    """Validate the tables and return the frozen :class:`WorkflowSpec`.
+
+    Every problem found is listed in one :class:`~fsm.errors.WorkflowDefinitionError`.
+    """
     try:
-        tables = _Tables(
+        tables = Tables(
             # pydantic checks the shape of whatever mappings it is given.
             name=name, transitions=transitions,  # type: ignore[arg-type]
             tools_by_state=tools_by_state,  # type: ignore[arg-type]
@@ -221,186 +211,26 @@ def define_workflow(
         )
     except ValidationError as exc:
         raise WorkflowDefinitionError(name or "?", validation_problems(exc)) from None
-    tool_map: dict[str, ToolSpec] = {}
+    tool_map = {t.name: t for t in tools}
     duplicates = sorted({t.name for t in tools if sum(u.name == t.name for u in tools) > 1})
-    for t in tools:
-        tool_map[t.name] = t
-    ctx = _Check(tables, tool_map, dict(guards or {}), dict(payloads or {}))
+    ctx = Check(tables, tool_map, dict(guards or {}), dict(payloads or {}), invariants)
     problems = ctx.problems()
     if duplicates:
-        problems.append(f"tools registered twice: {_names(duplicates)}")
+        problems.append(f"tools registered twice: {quoted(duplicates)}")
     if problems:
         raise WorkflowDefinitionError(name, problems)
     return WorkflowSpec(
         name=name,
         transitions={s: dict(ev) for s, ev in tables.transitions.items()},
         tools_by_state={s: tuple(ts) for s, ts in tables.tools_by_state.items()},
-        initial=initial,
-        states=ctx.states,
-        terminal=ctx.terminal,
-        handed_over_states=tables.handed_over_states & ctx.terminal,
-        finish_states=tables.finish_states,
-        human_events=tables.human_events,
-        guards=dict(guards or {}),
-        payloads=dict(payloads or {}),
-        records=tables.records,
-        tools=tool_map,
-        instructions=tables.instructions,
-        system_prompt=system_prompt,
-        expiry_event=expiry_event,
-        approve_event=approve_event,
-        deny_event=deny_event,
-        approval_ttl_seconds=approval_ttl_seconds,
-        invariants=tuple(invariants),
+        initial=initial, states=ctx.states, terminal=ctx.terminal,
+        handed_over_states=tables.handed_over_states, finish_states=tables.finish_states,
+        human_events=tables.human_events, guards=dict(guards or {}),
+        payloads=dict(payloads or {}), records=tables.records, tools=tool_map,
+        instructions=tables.instructions, system_prompt=system_prompt,
+        expiry_event=expiry_event, approve_event=approve_event, deny_event=deny_event,
+        approval_ttl_seconds=approval_ttl_seconds, invariants=tuple(invariants),
         settings=dict(settings or {}),
         presentation=presentation or PLAIN,
         resources=dict(resources or {}),
     )
-
-
-def _names(items: Any) -> str:
-    return ", ".join(repr(i) for i in sorted(items))
-
-
-@dataclass
-class _Check:
-    """Runs every definition check; each lists all of its offenders."""
-
-    t: _Tables
-    tools: dict[str, ToolSpec]
-    guards: dict[str, Guard]
-    payloads: dict[str, type[BaseModel]]
-    states: tuple[str, ...] = ()
-    terminal: frozenset[str] = field(default_factory=frozenset)
-
-    def __post_init__(self) -> None:
-        seen: dict[str, None] = {}
-        for src, events in self.t.transitions.items():
-            seen[src] = None
-            for dst in events.values():
-                seen[dst] = None
-        self.states = tuple(seen)
-        exits = {s for s, ev in self.t.transitions.items() if ev}
-        self.terminal = self.t.terminal if self.t.terminal is not None else frozenset(
-            s for s in self.states if s not in exits and s not in self.t.finish_states
-        )
-
-    @property
-    def events(self) -> set[str]:
-        return {e for ev in self.t.transitions.values() for e in ev}
-
-    def problems(self) -> list[str]:
-        out: list[str] = []
-        for check in (
-            self._unknown_states, self._dead_ends, self._reachability, self._tools,
-            self._event_references, self._collisions,
-        ):
-            out.extend(check())
-        return out
-
-    def _unknown_states(self) -> list[str]:
-        out = []
-        if self.t.initial not in self.states:
-            out.append(f"initial state {self.t.initial!r} is not in TRANSITIONS")
-        if self.t.terminal is not None:
-            bad = set(self.t.terminal) - set(self.states)
-            if bad:
-                out.append(f"terminal states not in TRANSITIONS: {_names(bad)}")
-        for label, names in (
-            ("finish_states", self.t.finish_states),
-            ("instructions", set(self.t.instructions)),
-        ):
-            bad = set(names) - set(self.states)
-            if bad:
-                out.append(f"{label} names states not in TRANSITIONS: {_names(bad)}")
-        return out
-
-    def _dead_ends(self) -> list[str]:
-        dead = [
-            s for s in self.states
-            if s not in self.terminal and s not in self.t.finish_states
-            and not self.t.transitions.get(s)
-        ]
-        out = []
-        if dead:
-            out.append(f"non-terminal states with no way out: {_names(dead)}")
-        exiting_terminals = [s for s in self.terminal if self.t.transitions.get(s)]
-        if exiting_terminals:
-            out.append(f"terminal states with outgoing events: {_names(exiting_terminals)}")
-        return out
-
-    def _reachability(self) -> list[str]:
-        if self.t.initial not in self.states:
-            return []
-        graph = {s: set(self.t.transitions.get(s, {}).values()) for s in self.states}
-        reached = _closure([self.t.initial], graph)
-        out = []
-        unreachable = [s for s in self.states if s not in reached]
-        if unreachable:
-            out.append(f"states unreachable from {self.t.initial!r}: {_names(unreachable)}")
-        reverse: dict[str, set[str]] = {s: set() for s in self.states}
-        for src, dsts in graph.items():
-            for d in dsts:
-                reverse[d].add(src)
-        finishing = _closure(list(self.terminal | self.t.finish_states), reverse)
-        stuck = [s for s in self.states if s not in finishing]
-        if stuck:
-            out.append(f"these states cannot reach a terminal state: {_names(stuck)}")
-        return out
-
-    def _tools(self) -> list[str]:
-        out = []
-        named = {t for ts in self.t.tools_by_state.values() for t in ts}
-        missing = named - set(self.tools)
-        if missing:
-            out.append(
-                f"tools named in TOOLS_BY_STATE but not registered: {_names(missing)} "
-                f"(registered: {_names(self.tools) or 'none'})"
-            )
-        bad_states = set(self.t.tools_by_state) - set(self.states)
-        if bad_states:
-            out.append("states in TOOLS_BY_STATE that are not in the machine: "
-                       f"{_names(bad_states)}")
-        bad_emits = {
-            f"{t.name} → {e}" for t in self.tools.values() for e in t.emits_events
-            if e not in self.events
-        }
-        if bad_emits:
-            out.append(f"tools emit events that do not exist: {_names(bad_emits)}")
-        return out
-
-    def _event_references(self) -> list[str]:
-        out = []
-        events = self.events
-        for label, names in (
-            ("guards", set(self.guards)),
-            ("payload models", set(self.payloads)),
-            ("records", set(self.t.records)),
-            ("human-only events", set(self.t.human_events)),
-        ):
-            bad = names - events
-            if bad:
-                out.append(f"{label} for events that do not exist: {_names(bad)}")
-        exp = self.t.expiry_event
-        if exp is not None and exp not in self.t.human_events:
-            out.append(f"expiry event {exp!r} must be one of the human-only events")
-        return out
-
-    def _collisions(self) -> list[str]:
-        clash = (self.events & set(self.tools)) | (self.events & {ADVANCE})
-        if ADVANCE in self.tools:
-            clash.add(ADVANCE)
-        if clash:
-            return [f"event names collide with tool names: {_names(clash)}"]
-        return []
-
-
-def _closure(start: list[str], graph: dict[str, set[str]]) -> set[str]:
-    seen = set(start)
-    queue = deque(start)
-    while queue:
-        for nxt in graph.get(queue.popleft(), ()):
-            if nxt not in seen:
-                seen.add(nxt)
-                queue.append(nxt)
-    return seen

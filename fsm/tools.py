@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict
 
 Facts = Mapping[str, Any]
 
+#: The synthetic tool through which the model fires workflow events.
+ADVANCE = "advance"
+
 
 @dataclass(frozen=True)
 class ToolContext:
@@ -95,7 +98,7 @@ class ToolSpec:
     check: Callable[[Any, Facts], str | None] | None = None
     #: ``fn(args, result, facts) -> dict``: facts to merge into the run after success.
     remember: Callable[[Any, Any, Facts], dict[str, Any]] | None = None
-    #: Extra fields shown to auditors (e.g. ``{"moves_money": True}``).
+    #: Labels auditors read, e.g. ``frozenset({"moves_money"})`` (drawn in diagrams).
     tags: frozenset[str] = field(default_factory=frozenset)
 
     def needs_approval(self, args: Any, facts: Facts) -> bool:
@@ -122,4 +125,7 @@ class ToolSpec:
             "retry_safe": self.retry_safe,
             "approval": "predicate" if callable(self.approval) else self.approval,
             "emits": sorted(self.emits_events),
+            "check": self.check is not None,
+            "remember": self.remember is not None,
+            "tags": sorted(self.tags),
         }

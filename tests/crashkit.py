@@ -212,7 +212,7 @@ def _tickets(*, approval: bool = False, retry_safe: bool = False) -> Any:
 
     return define_workflow(
         "tickets", transitions={"open": {"filed": "closed"}},
-        tools_by_state={"open": ["file_ticket"]}, initial="open",
+        tools_by_state={"open": ["file_ticket"]}, initial="open", terminal={"closed"},
         tools=[ToolSpec("file_ticket", file_ticket, "File a ticket.", Ticket, write=True,
                         retry_safe=retry_safe, approval=approval, emits=lambda r: "filed",
                         emits_events=("filed",))],

@@ -343,7 +343,7 @@ def _author_bugs_workflow(paid: list[int]) -> WorkflowSpec:
         "splitting", transitions={"planning": {"split": "paying"}, "paying": {"paid": "done"}},
         tools_by_state={"paying": ["pay"]}, initial="planning", payloads={"split": Split},
         guards={"split": Guard("each part is at least 10", lambda f, p: 100 / p["parts"] >= 10)},
-        records={"split": "plan"},
+        records={"split": "plan"}, terminal={"done"},
         tools=[ToolSpec("pay", pay, args=Split, write=True, emits=lambda r: "paid",
                         emits_events=("paid",),
                         check=lambda a, f: None if 100 % a.parts == 0 else "uneven",

@@ -446,7 +446,8 @@ def test_tool_names_the_api_rejects_are_refused_at_construction() -> None:
     from fsm import ToolSpec, define_workflow
 
     spec = define_workflow("odd", transitions={"a": {"go": "b"}}, tools_by_state={"a": ["look up"]},
-                           initial="a", tools=[ToolSpec("look up", lambda a, c: None)])
+                           initial="a", terminal={"b"},
+                           tools=[ToolSpec("look up", lambda a, c: None)])
     with pytest.raises(ModelConfigError, match="'look up'"):
         OpenAIPolicy(spec, "m", base_url="http://127.0.0.1:9/v1")
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fsm import Engine, MemoryStore, ToolSpec, WorkflowSpec, define_workflow
+from fsm import Engine, Guard, MemoryStore, ToolSpec, WorkflowSpec, define_workflow
 from fsm.auditor.diagram import extract
 from fsm.auditor.render import to_dot, to_markdown, to_mermaid
 from fsm.auditor.verify import (
@@ -45,20 +45,24 @@ from workflows.refund.workflow import (
 
 START = [("collecting", "details_complete", None, "verifying"),
          ("verifying", "verified", None, "deciding")]
+UNAPPROVED = ("`refund_item` runs, no guard established `amount_within_limit`, and no "
+              "person has fired `approved`")
 
 
 def refund_copy(
     shop: Shop | None = None, *, transitions: dict[str, dict[str, str]] | None = None,
     tools_by_state: dict[str, list[str]] | None = None, human: set[str] | None = None,
     tools: Callable[[list[ToolSpec]], list[ToolSpec]] = lambda ts: ts,
+    expiry: str | None = "expired",
 ) -> WorkflowSpec:
     """A copy of the refund workflow with some of its tables replaced."""
     return define_workflow(
         "refund", transitions=transitions or TRANSITIONS,
         tools_by_state=tools_by_state or TOOLS_BY_STATE, initial="collecting",
-        tools=tools(_tools(_Fixed(shop or Shop()))), human_events=human or HUMAN_EVENTS,
-        guards=GUARDS, payloads=PAYLOADS, records=RECORDS, expiry_event="expired",
-        invariants=INVARIANTS,
+        tools=tools(_tools(_Fixed(shop or Shop()))),
+        human_events=HUMAN_EVENTS if human is None else human,
+        guards=GUARDS, payloads=PAYLOADS, records=RECORDS, expiry_event=expiry,
+        terminal={"done"}, handed_over_states={"handed_over"}, invariants=INVARIANTS,
     )
 
 
@@ -107,14 +111,26 @@ MUTATIONS = [
         id="refunding-without-verified"),
     pytest.param(
         dict(transitions=_with(_large_to_refunding, TRANSITIONS)),
-        ToolOnlyAfter,
-        "`refund_item` runs while `amount_above_limit` holds, and no person has fired "
-        "`approved` since",
+        ToolOnlyAfter, UNAPPROVED,
         [*START, ("deciding", "large_refund", None, "refunding"),
          ("refunding", None, "refund_item", "refunding")],
         id="large_refund-straight-to-refunding"),
     pytest.param(
-        dict(human=HUMAN_EVENTS - {"approved"}),
+        dict(transitions=_with(lambda t: t["deciding"].update(refund_now="refunding"),
+                               TRANSITIONS)),
+        ToolOnlyAfter, UNAPPROVED,
+        [*START, ("deciding", "refund_now", None, "refunding"),
+         ("refunding", None, "refund_item", "refunding")],
+        id="unguarded-event-from-deciding-into-refunding"),
+    pytest.param(
+        dict(transitions=_with(lambda t: t["verifying"].update(skip="refunding"),
+                               TRANSITIONS)),
+        ToolOnlyAfter, UNAPPROVED,
+        [START[0], ("verifying", "skip", None, "refunding"),
+         ("refunding", None, "refund_item", "refunding")],
+        id="unguarded-event-from-verifying-into-refunding"),
+    pytest.param(
+        dict(human=set(), expiry=None),
         HumanOnly, "the model fires `approved`",
         [*START, ("deciding", "large_refund", None, "awaiting_approval"),
          ("awaiting_approval", "approved", None, "refunding")],
@@ -122,11 +138,10 @@ MUTATIONS = [
     pytest.param(
         dict(transitions={**TRANSITIONS, "deciding": {**TRANSITIONS["deciding"],
                                                       "hold": "on_hold"},
-                          "on_hold": {"resume": "deciding"}},
-             human=HUMAN_EVENTS | {"resume"}),
+                          "on_hold": {"refund_ok": "replying"}}),
         AlwaysReaches, "from `on_hold` no path reaches `done` or `handed_over`",
         [*START, ("deciding", "hold", None, "on_hold")],
-        id="state-only-a-nonexistent-person-can-leave"),
+        id="state-only-a-tool-that-cannot-run-there-can-leave"),
     pytest.param(
         dict(transitions=_with(lambda t: t["refunding"].update(refund_ok="refunding"),
                                TRANSITIONS)),
@@ -170,14 +185,15 @@ def test_a_broken_copy_is_violated_with_the_shortest_counterexample(
 
 
 def test_each_mutation_breaks_only_what_it_should() -> None:
-    """The retry edge breaks three invariants; adding refund_item to verifying only one."""
+    """The retry edge breaks three invariants (a declined refund can be paid after all);
+    refund_item in verifying also runs with nothing decided or approved."""
     def violated(**change: Any) -> set[str]:
         return {type(v.invariant).__name__ for v in verify(refund_copy(**change)).verdicts
                 if not v.proved}
 
     assert violated(tools_by_state=_with(lambda t: t["verifying"].append("refund_item"),
-                                         TOOLS_BY_STATE)) == {"ToolOnlyIn"}
-    assert violated(human=HUMAN_EVENTS - {"approved"}) == {"HumanOnly", "ToolOnlyAfter"}
+                                         TOOLS_BY_STATE)) == {"ToolOnlyIn", "ToolOnlyAfter"}
+    assert violated(human=set(), expiry=None) == {"HumanOnly", "ToolOnlyAfter"}
     assert violated(transitions=_with(lambda t: t["replying"].update(retry="refunding"),
                                       TRANSITIONS)) == {
         "AtMostOnce", "NoReentryAfter", "ToolOnlyAfter"}
@@ -217,12 +233,12 @@ def test_the_counterexample_is_a_run_the_engine_allows() -> None:
 def test_invariants_naming_unknown_things_are_refused_listing_all() -> None:
     with pytest.raises(InvariantError) as info:
         verify(build(), [ToolOnlyIn("refund_itme", "refundng"), HumanOnly("aproved"),
-                         ToolOnlyAfter("refund_item", "approved", when="above_limit"),
+                         ToolOnlyAfter("refund_item", "approved", unless="within_limit"),
                          "not an invariant"])
     assert len(info.value.problems) == 5
     text = str(info.value)
     for fragment in ("unknown tool 'refund_itme'", "unknown state 'refundng'",
-                     "unknown event 'aproved'", "unknown fact 'above_limit' (known facts: "
+                     "unknown event 'aproved'", "unknown fact 'within_limit' (known facts: "
                      "amount_above_limit, amount_within_limit)",
                      "invariants[3] is a str, not an invariant"):
         assert fragment in text
@@ -256,8 +272,10 @@ def big_workflow(n: int) -> WorkflowSpec:
     transitions[f"s{n - 2}"]["paid"] = f"s{n - 1}"
     return define_workflow(
         "big", transitions=transitions, initial="s0", tools=tools,
-        tools_by_state={**{f"s{i}": ["look"] for i in range(n)}, f"s{n - 2}": ["look", "pay"]},
-        human_events={"approved", "declined"},
+        tools_by_state={**{f"s{i}": ["look"] for i in range(n) if i != gate},
+                        f"s{n - 2}": ["look", "pay"]},
+        human_events={"approved", "declined"}, terminal={"done"},
+        handed_over_states={"handed_over"},
     )
 
 
@@ -300,7 +318,7 @@ t["deciding"]["review"] = "awaiting_approval"
 SPEC = define_workflow("refund", transitions=t, tools_by_state=TOOLS_BY_STATE,
     initial="collecting", tools=_tools(_Fixed(Shop())), human_events=HUMAN_EVENTS,
     guards=GUARDS, payloads=PAYLOADS, records=RECORDS, expiry_event="expired",
-    invariants=INVARIANTS)
+    terminal={"done"}, handed_over_states={"handed_over"}, invariants=INVARIANTS)
 """
 
 
@@ -317,11 +335,65 @@ def test_cli_verify_exits_non_zero_when_violated(tmp_path: Path) -> None:
     assert "8 invariants: 8 proved, 0 violated." in ok.stdout
     bad = fsm_verify("broken_refund:SPEC")
     assert bad.returncode == 1, bad.stderr
-    assert "VIOLATED  refund_item runs, while amount_above_limit holds, only after a person " \
-           "fires approved" in bad.stdout
+    assert "VIOLATED  refund_item runs only after a person fires approved, unless a guard " \
+           "established amount_within_limit" in bad.stdout
     assert "3. deciding: the model fires large_refund" in bad.stdout
     out = tmp_path / "report.md"
     bad = fsm_verify("broken_refund:SPEC", "-o", str(out))
     assert bad.returncode == 1 and "1 violated" in bad.stdout
     assert out.read_text().startswith("# Verification of workflow `refund`")
     assert "## 3. VIOLATED: `refund_item` runs" in out.read_text()
+
+
+def test_cli_verify_refuses_a_workflow_with_no_invariants(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from fsm.cli import main
+
+    def fsm_verify(*args: str) -> tuple[int, str, str]:
+        monkeypatch.setattr(sys, "argv", ["fsm", "verify", *args])
+        with pytest.raises(SystemExit) as info:
+            main()
+        out = capsys.readouterr()
+        return int(info.value.code or 0), out.out, out.err
+
+    code, out, err = fsm_verify("desk:SPEC")
+    assert (code, out) == (1, "")
+    assert err == ("error: workflow 'desk' declares no invariants, so fsm verify proves "
+                   "nothing; add invariants=(...) to define_workflow, or pass --allow-empty "
+                   "to accept that\n")
+    code, out, err = fsm_verify("desk:SPEC", "--allow-empty")
+    assert code == 0, err
+    assert out.endswith("\nno invariants declared: nothing was proved.\n")
+
+
+def epoch_flow(*again_establishes: str) -> WorkflowSpec:
+    """An approved decision, then a second decision before the payment."""
+    def always(facts: Any, payload: Any) -> bool:
+        return True
+
+    return define_workflow(
+        "epoch", initial="deciding", terminal={"done"},
+        transitions={"deciding": {"small": "paying", "large": "waiting"},
+                     "waiting": {"approved": "rethink", "declined": "done"},
+                     "rethink": {"decide_again": "paying"},
+                     "paying": {"paid": "done"}},
+        tools_by_state={"paying": ["pay"]}, human_events={"approved", "declined"},
+        guards={"small": Guard("within the limit", always, establishes=("within",)),
+                "decide_again": Guard("a new amount", always,
+                                      establishes=again_establishes)},
+        tools=[ToolSpec("pay", lambda a, c: {}, write=True, emits=lambda r: "paid",
+                        emits_events=("paid",))],
+    )
+
+
+def test_an_approval_does_not_cover_a_later_decision() -> None:
+    rule = ToolOnlyAfter("pay", "approved", unless="within")
+    [kept] = verify(epoch_flow(), [rule]).verdicts
+    assert kept.proved  # the second edge decides nothing new: the approval still counts
+    [broken] = verify(epoch_flow("above"), [rule]).verdicts
+    assert not broken.proved
+    assert steps(broken) == [("deciding", "large", None, "waiting"),
+                             ("waiting", "approved", None, "rethink"),
+                             ("rethink", "decide_again", None, "paying"),
+                             ("paying", None, "pay", "paying")]

@@ -192,14 +192,13 @@ def firers(spec: WorkflowSpec, source: str, event: str) -> tuple[str, ...]:
     """Who may fire ``event`` from ``source``, exactly as the engine allows it.
 
     The model fires the events its view offers; a tool's result fires the events the
-    tool declares, in states where the tool may run; a person fires the approve, deny
-    and expiry events, and only in a state where the run pauses for a person.
+    tool declares, in states where the tool may run; a person fires the events of a
+    state where the run pauses for a person (approve, deny, expiry, or one named).
     """
     out: list[str] = []
     if event in spec.model_events(source):
         out.append(MODEL)
-    people = {spec.approve_event, spec.deny_event, spec.expiry_event}
-    if event in spec.human_events and event in people and spec.waits_for_person(source):
+    if event in spec.person_events(source):
         out.append(PERSON)
     for name in spec.allowed_tools(source):
         if event in spec.tools[name].emits_events:

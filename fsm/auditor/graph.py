@@ -1,15 +1,11 @@
-"""The machine as a graph of moves, and verdicts with shortest paths through it."""
+"""The machine as a graph of moves: what can happen in each state, and who does it."""
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fsm.auditor.diagram import MODEL, PERSON, TOOL_PREFIX, Diagram
-
-if TYPE_CHECKING:
-    from fsm.auditor.invariants import Invariant
+from fsm.reach import path_to, reach
 
 
 @dataclass(frozen=True)
@@ -75,33 +71,6 @@ class Graph:
 
     def reachable(self) -> dict[str, tuple[Move, ...]]:
         """Each reachable state → the shortest path to it, in breadth-first order."""
-        parent: dict[str, Move | None] = {self.diagram.initial: None}
-        queue = deque([self.diagram.initial])
-        while queue:
-            for mv in self.moves[queue.popleft()]:
-                if mv.target not in parent:
-                    parent[mv.target] = mv
-                    queue.append(mv.target)
-        return {state: _path(parent, state) for state in parent}
-
-
-def _path(parent: dict[str, Move | None], state: str) -> tuple[Move, ...]:
-    moves = []
-    mv = parent[state]
-    while mv is not None:
-        moves.append(mv)
-        mv = parent[mv.source]
-    return tuple(reversed(moves))
-
-
-@dataclass(frozen=True)
-class Verdict:
-    invariant: Invariant
-    proved: bool
-    #: The shortest path from the initial state whose last move breaks the invariant.
-    counterexample: tuple[Move, ...] = ()
-    #: What the counterexample breaks, in words.
-    why: str = ""
-    #: (state, monitor) pairs explored.
-    explored: int = 0
-
+        parent = reach([self.diagram.initial],
+                       lambda state: ((mv.target, mv) for mv in self.moves[state]))
+        return {state: path_to(parent, state) for state in parent}

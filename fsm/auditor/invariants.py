@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
-from collections import deque
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
 from fsm.auditor.diagram import PERSON, Diagram
-from fsm.auditor.graph import Graph, Move, Verdict
+from fsm.auditor.graph import Graph, Move
+from fsm.reach import closure, path_to, reach
 
 #: Field name of an invariant → the kind of name it holds.
 _KINDS = {"tool": "tools", "state": "states", "states": "states", "event": "events",
-          "events": "events", "when": "facts"}
+          "events": "events", "unless": "facts"}
 
 
 class Invariant(ABC):
@@ -32,14 +32,29 @@ class Invariant(ABC):
     @abstractmethod
     def check(self, graph: Graph) -> Verdict: ...
 
-    def names(self) -> dict[str, tuple[str, ...]]:
-        """Names this invariant refers to, by kind: states, events, tools, facts."""
+    def references(self) -> dict[str, tuple[str, ...]]:
+        """Names this invariant refers to, by kind: states, events, tools, facts.
+
+        ``define_workflow`` checks them against the workflow's tables.
+        """
         out: dict[str, tuple[str, ...]] = {}
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
             kind, value = _KINDS.get(f.name), getattr(self, f.name)
             if kind and value:
                 out[kind] = out.get(kind, ()) + (value if isinstance(value, tuple) else (value,))
         return out
+
+
+@dataclass(frozen=True)
+class Verdict:
+    invariant: Invariant
+    proved: bool
+    #: The shortest path from the initial state whose last move breaks the invariant.
+    counterexample: tuple[Move, ...] = ()
+    #: What the counterexample breaks, in words.
+    why: str = ""
+    #: (state, monitor) pairs explored.
+    explored: int = 0
 
 
 class Monitored(Invariant):
@@ -62,31 +77,18 @@ class Monitored(Invariant):
         why = self.bad_start(graph.diagram)
         if why is not None:
             return Verdict(self, False, (), why, 1)
-        start = (graph.diagram.initial, self.start())
-        parent: dict[tuple[str, Hashable], tuple[tuple[str, Hashable], Move] | None] = {
-            start: None}
-        queue = deque([start])
-        while queue:
-            here = queue.popleft()
+        parent = reach(
+            [(graph.diagram.initial, self.start())],
+            lambda here: (((mv.target, self.step(here[1], mv)), mv)
+                          for mv in graph.moves[here[0]]),
+        )
+        # Breadth-first order: the first breaking move found ends a shortest path.
+        for here in parent:
             for mv in graph.moves[here[0]]:
                 why = self.bad(here[1], mv)
                 if why is not None:
-                    return Verdict(self, False, _trace(parent, here) + (mv,), why, len(parent))
-                nxt = (mv.target, self.step(here[1], mv))
-                if nxt not in parent:
-                    parent[nxt] = (here, mv)
-                    queue.append(nxt)
+                    return Verdict(self, False, path_to(parent, here) + (mv,), why, len(parent))
         return Verdict(self, True, explored=len(parent))
-
-
-def _trace(parent: dict, here: tuple[str, Hashable]) -> tuple[Move, ...]:
-    moves: list[Move] = []
-    link = parent[here]
-    while link is not None:
-        here, mv = link
-        moves.append(mv)
-        link = parent[here]
-    return tuple(reversed(moves))
 
 
 def _q(names: Iterable[str]) -> str:
@@ -114,7 +116,6 @@ class ToolOnlyIn(Monitored):
     def title(self) -> str:
         return f"`{self.tool}` runs only in {_q(self.states)}"
 
-
     def bad(self, m: Hashable, mv: Move) -> str | None:
         if mv.tool == self.tool and mv.source not in self.states:
             return f"`{self.tool}` runs in `{mv.source}`"
@@ -131,7 +132,6 @@ class OnlyThrough(Monitored):
     @property
     def title(self) -> str:
         return f"every path into `{self.state}` passes through `{self.event}`"
-
 
     def start(self) -> Hashable:
         return False
@@ -155,42 +155,46 @@ class OnlyThrough(Monitored):
 class ToolOnlyAfter(Monitored):
     """``tool`` runs only after ``event`` (fired by a person, unless ``by_person=False``).
 
-    With ``when``, only while that guard fact holds, and the event must come after the
-    edge that established the fact.
+    With ``unless``, a path on which a guard positively established that fact (e.g.
+    ``amount_within_limit``) may run the tool without the event. A path on which no
+    guard established it needs the event: the condition is never assumed. A guard
+    that establishes facts starts a new decision, so what an earlier decision was
+    granted (the fact, the event) does not carry over to it.
     """
 
     tool: str
     event: str
-    when: str | None = None
+    unless: str | None = None
     by_person: bool = True
 
     @property
     def title(self) -> str:
-        cond = f", while `{self.when}` holds," if self.when else ""
         who = "a person fires " if self.by_person else ""
-        return f"`{self.tool}` runs{cond} only after {who}`{self.event}`"
-
+        text = f"`{self.tool}` runs only after {who}`{self.event}`"
+        if self.unless:
+            text += f", unless a guard established `{self.unless}`"
+        return text
 
     def start(self) -> Hashable:
-        return (self.when is None, False)  # (the fact holds, the event fired since)
+        return (False, False)  # (the unless-fact was established, the event fired since)
 
     def bad(self, m: Hashable, mv: Move) -> str | None:
-        holds, fired = cast(tuple[bool, bool], m)
-        if mv.tool == self.tool and holds and not fired:
+        exempt, fired = cast(tuple[bool, bool], m)
+        if mv.tool == self.tool and not exempt and not fired:
             who = "no person has fired" if self.by_person else "nobody has fired"
-            if self.when:
-                return (f"`{self.tool}` runs while `{self.when}` holds, "
-                        f"and {who} `{self.event}` since")
+            if self.unless:
+                return (f"`{self.tool}` runs, no guard established `{self.unless}`, "
+                        f"and {who} `{self.event}`")
             return f"`{self.tool}` runs, and {who} `{self.event}` before"
         return None
 
     def step(self, m: Hashable, mv: Move) -> Hashable:
-        holds, fired = cast(tuple[bool, bool], m)
-        if self.when is not None and self.when in mv.establishes:
-            holds, fired = True, False
+        exempt, fired = cast(tuple[bool, bool], m)
+        if mv.establishes:
+            exempt, fired = self.unless in mv.establishes, False
         if mv.event == self.event and (mv.by == PERSON or not self.by_person):
             fired = True
-        return (holds, fired)
+        return (exempt, fired)
 
 
 @dataclass(frozen=True, init=False)
@@ -205,7 +209,6 @@ class HumanOnly(Monitored):
     @property
     def title(self) -> str:
         return f"{_q(self.events)} are fired only by a person"
-
 
     def bad(self, m: Hashable, mv: Move) -> str | None:
         if mv.event in self.events and _no_person(mv):
@@ -227,7 +230,6 @@ class FiredOnlyByTools(Monitored):
     def title(self) -> str:
         return f"{_q(self.events)} are fired only by the results of their tools"
 
-
     def bad(self, m: Hashable, mv: Move) -> str | None:
         if mv.event in self.events and mv.tool is None:
             return f"the {mv.by} fires `{mv.event}` without any tool running"
@@ -243,7 +245,6 @@ class AtMostOnce(Monitored):
     @property
     def title(self) -> str:
         return f"`{self.event}` fires at most once per run"
-
 
     def start(self) -> Hashable:
         return False
@@ -267,7 +268,6 @@ class NoReentryAfter(Monitored):
     @property
     def title(self) -> str:
         return f"`{self.state}` is never entered again after `{self.event}`"
-
 
     def start(self) -> Hashable:
         return False
@@ -294,20 +294,13 @@ class AlwaysReaches(Invariant):
     def title(self) -> str:
         return f"every state can reach {' or '.join(f'`{s}`' for s in self.states)}"
 
-
     def check(self, graph: Graph) -> Verdict:
         paths = graph.reachable()
         back: dict[str, set[str]] = {s: set() for s in graph.moves}
         for moves in graph.moves.values():
             for mv in moves:
                 back[mv.target].add(mv.source)
-        can = set(self.states)
-        queue = deque(self.states)
-        while queue:
-            for src in back.get(queue.popleft(), ()):
-                if src not in can:
-                    can.add(src)
-                    queue.append(src)
+        can = closure(self.states, back)
         stuck = [s for s in paths if s not in can]
         if not stuck:
             return Verdict(self, True, explored=len(paths))

@@ -5,7 +5,7 @@ A workflow declares its invariants next to its tables, in this vocabulary::
     INVARIANTS = (
         ToolOnlyIn("refund_item", "refunding"),
         OnlyThrough("refunding", "verified"),
-        ToolOnlyAfter("refund_item", "approved", when="amount_above_limit"),
+        ToolOnlyAfter("refund_item", "approved", unless="amount_within_limit"),
         HumanOnly("approved", "declined", "expired"),
         FiredOnlyByTools("refund_ok", "refund_failed", "sent"),
         AlwaysReaches("done", "handed_over"),
@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from fsm.auditor.diagram import Diagram, extract
-from fsm.auditor.graph import Graph, Move, Verdict
+from fsm.auditor.graph import Graph, Move
 from fsm.auditor.invariants import (
     AlwaysReaches,
     AtMostOnce,
@@ -41,7 +41,9 @@ from fsm.auditor.invariants import (
     OnlyThrough,
     ToolOnlyAfter,
     ToolOnlyIn,
+    Verdict,
 )
+from fsm.checks import invariant_problems
 from fsm.errors import InvariantError
 from fsm.spec import WorkflowSpec
 
@@ -74,18 +76,12 @@ def check_names(diagram: Diagram, invariants: Iterable[object]) -> None:
         "states": {n.name for n in diagram.nodes}, "events": {e.event for e in diagram.edges},
         "tools": set(diagram.tools), "facts": set(diagram.facts),
     }
-    problems = []
-    for i, inv in enumerate(invariants):
-        if not isinstance(inv, Invariant):
-            problems.append(f"invariants[{i}] is a {type(inv).__name__}, not an invariant "
-                            "(use the classes of fsm.auditor.verify)")
-            continue
-        for kind, names in inv.names().items():
-            for name in names:
-                if name not in known[kind]:
-                    allowed = ", ".join(sorted(known[kind])) or "none"
-                    problems.append(f"{type(inv).__name__}: unknown {kind[:-1]} {name!r} "
-                                    f"(known {kind}: {allowed})")
+    chosen = invariants if isinstance(invariants, (list, tuple)) else tuple(invariants)
+    problems = invariant_problems(chosen, known)
+    problems += [f"invariants[{i}] is a {type(inv).__name__}, which has references() but "
+                 "no check(graph): derive it from fsm.auditor.verify.Invariant"
+                 for i, inv in enumerate(chosen)
+                 if hasattr(inv, "references") and not isinstance(inv, Invariant)]
     if problems:
         raise InvariantError(diagram.workflow, problems)
 
@@ -95,10 +91,12 @@ ASSUMPTIONS = (
     "- the model may call any tool listed for a state, any number of times, and fire any "
     "event offered to it;",
     "- a tool's result may fire any event the tool declares, or none;",
-    "- a person fires only the approve, deny and expiry events, only in a state that waits "
-    "for a person;",
+    "- a person fires any event of a state that waits for a person (approve, deny, or one "
+    "named with --event), and only there;",
     "- any guard may pass or fail; a guard that passes establishes the facts it declares "
-    "(⇒), which hold for the rest of the path.",
+    "(⇒), which hold for the rest of the path (for an `unless=` fact, until a later guard "
+    "establishes facts: a new decision);",
+    "- a condition no guard established is never assumed to hold.",
 )
 
 

@@ -84,12 +84,19 @@ def verify_cmd(
         None, "--format", "-f", help="text or md (default: md for an -o ending in .md, "
         "else text)"),
     output: str | None = typer.Option(None, "-o", "--output", help="write the report here"),
+    allow_empty: bool = typer.Option(
+        False, "--allow-empty", help="accept a workflow that declares no invariants"),
 ) -> None:
     """Prove the workflow's invariants over every path, or print shortest counterexamples.
 
-    Exits with status 1 if any invariant is violated.
+    Exits with status 1 if any invariant is violated, or if the workflow declares none
+    (unless --allow-empty): a report that proves nothing must not pass a CI job.
     """
     spec = load_workflow(workflow)
+    if not spec.invariants and not allow_empty:
+        raise UsageError(
+            f"workflow {spec.name!r} declares no invariants, so fsm verify proves nothing; "
+            "add invariants=(...) to define_workflow, or pass --allow-empty to accept that")
     if fmt is None:
         fmt = "md" if output is not None and output.lower().endswith(".md") else "text"
     if fmt not in ("text", "md"):

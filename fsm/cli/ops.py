@@ -119,11 +119,16 @@ def resume_cmd(
     report(store, run, as_json)
 
 
+EventOpt = typer.Option(
+    None, "--event", help="the human event to fire, when the run waits for one of several "
+    "(default: the workflow's approve or deny event)")
+
+
 def _decide(run_id: str, approved: bool, reviewer: str, note: str, db: str | None,
-            as_json: bool) -> None:
+            as_json: bool, event: str | None = None) -> None:
     store = store_for(db)
     engine = engine_for_run(store, run_id)
-    run = engine.decide(run_id, approved, reviewer, note)
+    run = engine.decide(run_id, approved, reviewer, note, event=event)
     report(store, run, as_json)
 
 
@@ -132,11 +137,12 @@ def approve_cmd(
     run_id: str = typer.Argument(..., help="the paused run"),
     reviewer: str = typer.Option(..., "--reviewer", help="who approves"),
     note: str = typer.Option("", "--note", help="a note for the log"),
+    event: str | None = EventOpt,
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Approve what a paused run waits for, then continue it in this process."""
-    _decide(run_id, True, reviewer, note, db, as_json)
+    _decide(run_id, True, reviewer, note, db, as_json, event)
 
 
 @app.command("deny")
@@ -144,13 +150,14 @@ def deny_cmd(
     run_id: str = typer.Argument(..., help="the paused run"),
     reviewer: str = typer.Option(..., "--reviewer", help="who denies"),
     note: str = typer.Option(..., "--note", help="why; the model reads it"),
+    event: str | None = EventOpt,
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Deny what a paused run waits for, then continue it in this process."""
     if not note.strip():
         raise UsageError("--note must say why the request is denied")
-    _decide(run_id, False, reviewer, note, db, as_json)
+    _decide(run_id, False, reviewer, note, db, as_json, event)
 
 
 @app.command("sweep")

@@ -85,6 +85,7 @@ def review(spec: WorkflowSpec, run: RunState, approval: Approval, *, approved: b
     """
     pending = run.pending
     assert isinstance(pending, CallAwaitingApproval | EventAwaitingPerson)
+    chosen = chosen_event(spec, run, approved, event)
     reviewer = (reviewer or "").strip()
     if not reviewer:
         raise ApprovalRefused(f"run {run.run_id!r}: a decision needs a reviewer name",
@@ -113,22 +114,43 @@ def review(spec: WorkflowSpec, run: RunState, approval: Approval, *, approved: b
     if isinstance(pending, CallAwaitingApproval):
         return Ruling(approval, verdict, reviewer, note, None,
                       f"denied by {reviewer}: {note}" if not approved else "")
-    chosen = _event(spec, run, pending, approved, event)
+    assert chosen is not None
     return Ruling(approval, verdict, reviewer, note, chosen,
                   f"{verdict} by {reviewer}: {note}".rstrip(": "))
 
 
-def _event(spec: WorkflowSpec, run: RunState, pending: EventAwaitingPerson, approved: bool,
-           event: str | None) -> str:
+def chosen_event(spec: WorkflowSpec, run: RunState, approved: bool,
+                 event: str | None) -> str | None:
+    """The human event a decision fires (``None`` for a call), or why it cannot be decided."""
+    pending = run.pending
+    assert pending is not None
+    if pending.kind != "event":
+        if event is not None:
+            raise ApprovalRefused(
+                f"run {run.run_id!r} waits for approval of a call to {pending.tool!r}, not "
+                f"for an event; decide it without naming event {event!r}",
+                run_id=run.run_id, state=run.state, event=event)
+        return None
+    waiting = ", ".join(repr(e) for e in pending.events)
+    wrong = spec.deny_event if approved else spec.approve_event
     if event is None:
-        return spec.approve_event if approved else spec.deny_event
-    choices = [e for e in pending.events if e != spec.expiry_event]
-    if event not in choices:
+        event = spec.approve_event if approved else spec.deny_event
+        if event not in pending.events:
+            raise ApprovalRefused(
+                f"run {run.run_id!r} waits in state {run.state!r} for one of {waiting}, not "
+                f"for {event!r}: name the event to fire (--event NAME)",
+                run_id=run.run_id, state=run.state, event=event)
+    elif event not in pending.events:
         raise ApprovalRefused(
-            f"run {run.run_id!r}: event {event!r} cannot be chosen in state {run.state!r} "
-            f"(allowed: {', '.join(choices) or 'none'})", run_id=run.run_id, state=run.state,
-            event=event,
-        )
+            f"run {run.run_id!r}: event {event!r} is not one the run waits for in state "
+            f"{run.state!r} (allowed: {waiting})", run_id=run.run_id, state=run.state,
+            event=event)
+    elif event == wrong:
+        verb, other = ("approve", "deny") if approved else ("deny", "approve")
+        raise ApprovalRefused(
+            f"run {run.run_id!r}: {event!r} is the workflow's {other} event; {other} the "
+            f"run instead of trying to {verb} it with that event",
+            run_id=run.run_id, state=run.state, event=event)
     return event
 
 
@@ -157,7 +179,7 @@ def expired_error(run_id: str, approval: Approval, after: RunState) -> ApprovalE
 
 def bound_records(spec: WorkflowSpec) -> frozenset[str]:
     """Fact keys whose value a person approves: records of events into waiting states."""
-    cache = spec.view_cache
+    cache = spec.cache
     found = cache.get(("bound_records",))
     if found is None:
         found = cache[("bound_records",)] = frozenset(

@@ -275,7 +275,8 @@ def build(shop: Shop | ShopSource | None = None) -> WorkflowSpec:
         "refund", transitions=TRANSITIONS, tools_by_state=TOOLS_BY_STATE,
         initial="collecting", tools=_tools(source), human_events=HUMAN_EVENTS,
         guards=GUARDS, payloads=PAYLOADS, records=RECORDS, instructions=INSTRUCTIONS,
-        system_prompt=SYSTEM_PROMPT, expiry_event="expired", approval_ttl_seconds=72 * 3600,
+        system_prompt=SYSTEM_PROMPT, terminal={"done"}, handed_over_states={"handed_over"},
+        expiry_event="expired", approval_ttl_seconds=72 * 3600,
         invariants=INVARIANTS, settings={"approval_limit_paise": APPROVAL_LIMIT_PAISE},
         presentation=PRESENTATION, resources={"shop": open_shop},
     )
