@@ -78,6 +78,7 @@ def render(spec: WorkflowSpec, run_id: str, record: ViewRecord,
         messages=compacted(messages[: record.message_count], record.compaction),
         tools=tool_schemas(spec, record.tools, record.events), events=record.events,
         system_prompt=spec.system_prompt, instructions=spec.instructions.get(record.state, ""),
+        final_allowed=record.state in spec.finish_states,
     )
 
 
