@@ -95,8 +95,13 @@ def test_full_refund_run_through_the_sdk(spec: WorkflowSpec, store: MemoryStore,
     first = sent[0]
     assert first.headers["authorization"] == "Bearer sk-test"
     body = first.body
-    assert list(body) == ["model", "messages", "tools", "parallel_tool_calls"]
+    assert list(body) == ["model", "messages", "tools", "tool_choice", "parallel_tool_calls"]
     assert body["model"] == "gpt-4o-mini" and body["parallel_tool_calls"] is False
+    # No refund state accepts a final answer: each request asks for a tool call, by name
+    # when only one tool is offered.
+    assert [r.body["tool_choice"] for r in sent] == ["required"] * 4 + [
+        {"type": "function", "function": {"name": name}}
+        for name in ("advance", "refund_item", "send_reply")]
     system, user = body["messages"]
     assert system["role"] == "system" and spec.system_prompt in system["content"]
     assert spec.instructions["collecting"] in system["content"]
@@ -250,7 +255,7 @@ def test_persistent_500_stops_the_run_then_resume_finishes_it(
         make_policy: Any, sleeps: list[float]) -> None:
     engine = Engine(spec, store, make_policy(max_retries=2))
     # Two good steps, then the server breaks for longer than the retries last.
-    server.script(call(*HAPPY[0]), call(*HAPPY[1]), error(500, "overloaded"), error(500),
+    server.script(call(*HAPPY[0]), call(*HAPPY[1]), error(503, "overloaded"), error(500),
                   error(502, "bad gateway"))
     run = engine.start(GOAL, user="asha", run_id="r1")
 
@@ -342,7 +347,7 @@ def test_usage_becomes_cost_and_exhausts_the_cost_budget(
 
 def test_usage_exhausts_the_token_budget_across_a_resume(
         spec: WorkflowSpec, store: MemoryStore, server: FakeOpenAI, make_policy: Any) -> None:
-    server.script(call(*HAPPY[0], usage=(900, 100)), error(500), error(500))
+    server.script(call(*HAPPY[0], usage=(900, 100)), error(503), error(503))
     engine = Engine(spec, store, make_policy(max_retries=1),
                     budgets=Budgets(max_tokens=2500))
     assert engine.start(GOAL, user="asha", run_id="r1").status == "model_unavailable"
