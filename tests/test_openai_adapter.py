@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,29 +41,6 @@ OFFERED = [
 ]
 
 pytestmark = pytest.mark.usefixtures("no_model_env")
-
-
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def make_policy(spec: WorkflowSpec, server: FakeOpenAI,
-                sleeps: list[float]) -> Iterator[Callable[..., OpenAIPolicy]]:
-    made: list[OpenAIPolicy] = []
-
-    def make(**kw: Any) -> OpenAIPolicy:
-        kw.setdefault("base_url", server.base_url)
-        kw.setdefault("api_key", "sk-test")
-        kw.setdefault("sleep", sleeps.append)
-        policy = OpenAIPolicy(spec, kw.pop("model", "gpt-4o-mini"), **kw)
-        made.append(policy)
-        return policy
-
-    yield make
-    for p in made:
-        p.close()
 
 
 def script_happy(server: FakeOpenAI, start: int = 0, usage: tuple[int, int] = (100, 20)) -> None:
