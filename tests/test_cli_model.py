@@ -1,7 +1,9 @@
-"""``fsm run --model`` against a local OpenAI-compatible server, and ``fsm show --request``."""
+"""``fsm run --model`` against a local OpenAI-compatible server, ``fsm show --request``,
+and ``--timeout`` for slow models."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -9,8 +11,9 @@ import sys
 from pathlib import Path
 
 from fake_openai import FakeOpenAI, call
-from refund_scripts import small_refund
+from refund_scripts import large_refund, small_refund
 
+from fsm import SQLiteStore
 from workflows.refund.shop import Shop
 
 HAPPY = small_refund()
@@ -54,3 +57,52 @@ def test_show_request_needs_a_model_for_a_rule_based_run(tmp_path: Path) -> None
     body = json.loads(fsm(db, "show", "c1", "--step", "6", "--request", "--model", "m").stdout)
     assert body["model"] == "m"
     assert [t["function"]["name"] for t in body["tools"]] == ["refund_item"]
+
+
+def policy_calls(db: Path, run_id: str) -> list[int]:
+    """``calls`` (attempts) of each policy step in the run's log."""
+    store = SQLiteStore(str(db))
+    try:
+        return [e.detail["calls"] for e in store.events(run_id) if e.kind == "policy"]
+    finally:
+        store.close()
+
+
+def test_timeout_for_a_slow_model_is_used_by_run_and_by_approve(tmp_path: Path,
+                                                                server: FakeOpenAI) -> None:
+    db = tmp_path / "t.db"
+    steps = large_refund()
+    slow = [dataclasses.replace(call(*steps[0]), delay=1.0), *[call(*s) for s in steps[:5]]]
+    server.script(*slow)
+    proc = fsm(db, "run", "refund", "Order A-1002: the headphones broke", "--user", "ravi",
+               "--run-id", "t1", "--model", "gpt-4o-mini", "--base-url", server.base_url,
+               "--timeout", "0.2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "awaiting_approval"
+    # The first reply came after 1 s: given up on at 0.2 s, asked again.
+    assert policy_calls(db, "t1") == [2, 1, 1, 1, 1]
+
+    server.script(dataclasses.replace(call(*steps[5]), delay=1.0),
+                  *[call(*s) for s in steps[5:]])
+    proc = fsm(db, "approve", "t1", "--reviewer", "priya", "--note", "ok", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "done"
+    assert policy_calls(db, "t1") == [2, 1, 1, 1, 1, 2, 1]  # the recorded --timeout held
+    shop = Shop(str(db))
+    try:
+        assert [r["amount_paise"] for r in shop.ledger()] == [180_000]
+    finally:
+        shop._db.close()
+
+
+def test_bad_timeouts_are_refused(tmp_path: Path, server: FakeOpenAI) -> None:
+    db = tmp_path / "b.db"
+    proc = fsm(db, "run", "refund", "Order A-1001: broken", "--model", "m", "--base-url",
+               server.base_url, "--timeout", "0")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("error: timeout must be a number of seconds above 0, "
+                                   "got 0.0")
+    proc = fsm(db, "run", "refund", "Order A-1001: broken", "--timeout", "5")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: --timeout applies to --model only"
+    assert server.chat == []
