@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 from fake_openai import FORMS, FakeOpenAI, call, completion, error, text, text_call
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from openai_fixtures import assert_show_matches_server
 from refund_scripts import small_refund
 
@@ -292,3 +294,23 @@ def test_a_slow_reply_within_the_timeout_is_waited_for(
         GOAL, user="asha", run_id="s1")
     assert policy_events(store, "s1")[0].detail["calls"] == 1 and run.state == "collecting"
     assert len(server.chat) == 1
+
+
+# -- whatever the text, reading it never raises ---------------------------------------------
+
+_PIECES = st.sampled_from([
+    "<tool_call>", "</tool_call>", "<|python_tag|>", "<|eom_id|>", "[TOOL_CALLS]",
+    "<function=get_order>", "</function>", "```json\n", "```", "{", "}", "[", "]", ";",
+    '"name"', '"arguments"', '"parameters"', ":", ",", '"get_order"', "get_order(",
+    "order_id=", ")", '"A-1001"', "1" * 5000, "null", " ", "\n", "é₹",
+])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=300), st.lists(_PIECES, max_size=40).map("".join)))
+def test_reading_any_reply_text_never_raises(content: str) -> None:
+    action = _act(content)
+    assert (action.tool is not None) or (action.final is not None) or action.problem
+    found = find_calls(content, ("get_order", "advance"))
+    if found is not None:
+        assert found.calls or found.problem

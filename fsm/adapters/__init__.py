@@ -1,13 +1,18 @@
 """Model adapters: policies backed by real model APIs."""
 
-from fsm.adapters.openai import ModelConfigError, OpenAIPolicy, default_backoff
-from fsm.adapters.translate import chat_messages, encode, request_body
+from fsm.adapters.openai import DEFAULT_TIMEOUT, ModelConfigError, OpenAIPolicy, default_backoff
+from fsm.adapters.textcalls import TextCalls, find_calls
+from fsm.adapters.translate import chat_messages, encode, forced_choice, request_body
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "ModelConfigError",
     "OpenAIPolicy",
+    "TextCalls",
     "chat_messages",
     "default_backoff",
     "encode",
+    "find_calls",
+    "forced_choice",
     "request_body",
 ]
