@@ -20,7 +20,8 @@ from fsm import MemoryStore, WorkflowSpec, view_at
 from fsm.adapters import OpenAIPolicy, encode
 
 #: The environment variables an :class:`OpenAIPolicy` or the price table reads.
-MODEL_ENV = ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "FSM_PRICES")
+MODEL_ENV = ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "FSM_PRICES",
+             "FSM_TOOL_CHOICE")
 
 
 @pytest.fixture

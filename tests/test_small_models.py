@@ -198,8 +198,8 @@ def test_llama_cpp_rejections_fall_back_once_and_are_remembered(
     assert policy.unforced == {"required", "function"}
     warned = [r.getMessage() for r in caplog.records if r.name == "fsm.adapters.openai"]
     assert len(warned) == 2
-    assert "failed on tool_choice 'required' and answered without it" in warned[0]
-    assert 'failed on tool_choice {"function": {"name": "advance"}' in warned[1]
+    assert "failed on tool_choice 'required'; asking without it" in warned[0]
+    assert 'dropped the connection on tool_choice {"function": {"name": "advance"}' in warned[1]
     # The retried request is the first one without tool_choice, nothing else changed.
     first, retried = server.chat[0].body, server.chat[1].body
     assert {k: v for k, v in first.items() if k != "tool_choice"} == retried
@@ -217,6 +217,37 @@ def test_a_server_that_fails_on_everything_is_not_blamed_on_tool_choice(
         "required", None, None, "required"]
     assert sleeps == [0.5] and policy.unforced == set()
     assert [e.detail["calls"] for e in policy_events(store, "f1")] == [3, 1]
+
+
+def test_a_server_that_crashes_on_a_forced_function_is_not_forced_again(
+        spec: WorkflowSpec, store: MemoryStore, shop: Shop, server: FakeOpenAI,
+        make_policy: Any) -> None:
+    # Deciding offers only `advance`: forced by name, the server drops the connection
+    # and stays down (503) until the run stops; after the resume it answers again.
+    server.drop_forced_function = True
+    server.script(*[call(name, args) for name, args in HAPPY[:4]], error(503), error(503))
+    engine = Engine(spec, store, make_policy(max_retries=1))
+    run = engine.start(GOAL, user="asha", run_id="c1")
+    assert (run.status, run.state) == ("model_unavailable", "deciding")
+    server.script(*[call(name, args) for name, args in HAPPY[4:]])
+    run = engine.resume("c1")
+    assert run.status == "done"
+    assert_refunded_once(store, shop, "c1")
+    forced = [r.body.get("tool_choice") for r in server.chat]
+    # Never by name again after the drop; "required" still means the same there.
+    assert forced[4:] == [by_name("advance"), None, None, "required", "required", "required"]
+
+
+def test_fsm_tool_choice_off_never_forces(spec: WorkflowSpec, store: MemoryStore,
+                                          server: FakeOpenAI, make_policy: Any,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FSM_TOOL_CHOICE", "off")
+    server.script(*[call(name, args) for name, args in HAPPY])
+    Engine(spec, store, make_policy()).start(GOAL, user="asha", run_id="o1")
+    assert [r.body.get("tool_choice") for r in server.chat] == [None] * len(HAPPY)
+    monkeypatch.setenv("FSM_TOOL_CHOICE", "sometimes")
+    with pytest.raises(ModelConfigError, match="FSM_TOOL_CHOICE must be 'auto' or 'off'"):
+        make_policy()
 
 
 def test_a_forced_request_that_keeps_failing_stops_the_run(

@@ -24,7 +24,8 @@ Small and local models: in a state that accepts no final answer the request asks
 for a tool call (``tool_choice``: the one offered function, or ``"required"``). A
 server that fails on that (llama-cpp-python's answers 500 to ``"required"`` and may
 drop the connection on a forced function) is asked again at once without it, and
-this policy does not force that kind again. Calls the server leaves in the reply's
+this policy does not force that kind again (``FSM_TOOL_CHOICE=off`` never forces,
+for a server that crashes on it). Calls the server leaves in the reply's
 text (``<tool_call>...``, Llama 3's ``<|python_tag|>``, a fenced JSON block...) are
 read as calls (:mod:`fsm.adapters.textcalls`). A server that reports no token
 ``usage`` is warned about once: the token budget cannot count its calls.
@@ -97,6 +98,17 @@ class _Failure:
     #: A failure a forced ``tool_choice`` may have caused: a 400, 422 or 500 status, or
     #: a connection dropped without a reply (not 502-504: gateways and overload).
     may_be_choice: bool = False
+    #: The connection was closed without a reply.
+    dropped: bool = False
+
+
+@dataclass(frozen=True)
+class _Forced:
+    """A request that forces a tool call, and the same request without forcing."""
+
+    kind: str
+    choice: Any
+    fallback: Mapping[str, Any]
 
 
 class OpenAIPolicy:
@@ -150,23 +162,23 @@ class OpenAIPolicy:
         self._raw_content = "content" in inspect.signature(self.client.post).parameters
         #: Kinds of forced tool_choice ("function", "required") this server failed on.
         self.unforced: set[str] = set()
+        choice = os.environ.get("FSM_TOOL_CHOICE", "auto").strip().lower() or "auto"
+        if choice not in ("auto", "off"):
+            raise ModelConfigError(f"FSM_TOOL_CHOICE must be 'auto' or 'off', got {choice!r}")
+        if choice == "off":
+            self.unforced = {"function", "required"}
         self._warned_usage = False
 
     # -- the policy -------------------------------------------------------------------
 
     def __call__(self, view: View) -> Action:
         body = self.request_for(view)
-        fallback = None
-        if "tool_choice" in body and "tool_choice" not in self.options:
+        forced = None
+        kind = self.force_kind(view)
+        if "tool_choice" in body and "tool_choice" not in self.options and kind is not None:
             fallback = translate.request_body(view, self.model, self.options, force=None)
-        response, usage, fell_back = self._send(body, fallback)
-        if fell_back:
-            kind = self.force_kind(view)
-            assert kind is not None
-            self.unforced.add(kind)
-            log.warning("%r at %s failed on tool_choice %s and answered without it: not "
-                        "forcing a tool call that way again", self.model, self.base_url,
-                        json_choice(body["tool_choice"]))
+            forced = _Forced(kind, body["tool_choice"], fallback)
+        response, usage = self._send(body, forced)
         return translate.action_from_response(response, view, usage)
 
     def force_kind(self, view: View) -> str | None:
@@ -193,19 +205,20 @@ class OpenAIPolicy:
 
         Raises :class:`~fsm.policy.PolicyUnavailable` when every attempt failed.
         """
-        response, usage, _ = self._send(body, None)
-        return response, usage
+        return self._send(body)
 
-    def _send(self, body: Mapping[str, Any], fallback: Mapping[str, Any] | None
-              ) -> tuple[dict[str, Any], Usage, bool]:
-        """POST with retries. A first attempt that fails in a way a forced tool_choice may
-        have caused is retried at once with ``fallback`` (the same request without it),
-        not counted against ``max_retries``. Returns (response, usage, True if that fallback
-        answered at its first try: the server failed on the tool_choice itself).
+    def _send(self, body: Mapping[str, Any], forced: _Forced | None = None
+              ) -> tuple[dict[str, Any], Usage]:
+        """POST with retries; (response, usage).
+
+        With ``forced``, a first attempt that fails in a way its tool_choice may have
+        caused is retried at once without it (not counted against ``max_retries``).
+        That kind of tool_choice is then given up for good when the server dropped the
+        connection (it may have crashed on it) or when the request without it succeeds.
         """
         data = translate.encode(body)
         attempt = 0
-        switched_at: int | None = None
+        switched = False
         while True:
             attempt += 1
             try:
@@ -214,19 +227,29 @@ class OpenAIPolicy:
                 failure = self._describe(exc)
                 if failure is None:
                     raise
-                if fallback is not None and attempt == 1 and failure.may_be_choice:
-                    body, fallback, switched_at = fallback, None, attempt
-                    data = translate.encode(body)
+                if forced is not None and attempt == 1 and failure.may_be_choice:
+                    if failure.dropped:
+                        self._unforce(forced, "dropped the connection")
+                    body, data, switched = forced.fallback, translate.encode(forced.fallback), True
                     continue
-                retries = attempt - (1 if switched_at else 0)
+                retries = attempt - (1 if switched else 0)
                 if not failure.retryable or retries > self.max_retries:
                     raise PolicyUnavailable(
                         f"{self.model!r} at {self.base_url} failed after {attempt} "
                         f"attempt(s): {failure.text}", Usage(calls=attempt)) from exc
                 self.sleep(self.backoff(retries, failure.retry_after))
                 continue
-            usage = self.usage_of(response, calls=attempt)
-            return response, usage, switched_at is not None and attempt == switched_at + 1
+            if forced is not None and switched and attempt == 2:
+                self._unforce(forced, "failed")
+            return response, self.usage_of(response, calls=attempt)
+
+    def _unforce(self, forced: _Forced, how: str) -> None:
+        if forced.kind in self.unforced:
+            return
+        self.unforced.add(forced.kind)
+        log.warning("%r at %s %s on tool_choice %s; asking without it: this policy does "
+                    "not force a tool call that way again (FSM_TOOL_CHOICE=off never "
+                    "forces)", self.model, self.base_url, how, json_choice(forced.choice))
 
     def usage_of(self, response: Mapping[str, Any], *, calls: int = 1) -> Usage:
         """Tokens from the reply's ``usage``, priced with the table.
@@ -285,8 +308,9 @@ class OpenAIPolicy:
             cause = exc.__cause__ or exc
             # A dropped connection may be a server that crashed on the request; one
             # that was never made cannot be.
+            dropped = not _never_connected(exc)
             return _Failure(f"cannot connect ({type(cause).__name__}: {cause})", True,
-                            may_be_choice=not _never_connected(exc))
+                            may_be_choice=dropped, dropped=dropped)
         if isinstance(exc, ValueError | openai.APIResponseValidationError):
             return _Failure(f"the server's reply was not a JSON object ({exc})", True)
         return None
