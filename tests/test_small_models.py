@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -345,3 +348,13 @@ def test_reading_any_reply_text_never_raises(content: str) -> None:
     found = find_calls(content, ("get_order", "advance"))
     if found is not None:
         assert found.calls or found.problem
+
+
+def test_the_text_call_benchmark_reports_every_input() -> None:
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, str(root / "bench" / "text_calls.py"), "-n", "1"],
+                          capture_output=True, text=True, timeout=120, cwd=str(root))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split() == ["input", "chars", "µs/reply", "call?"] and len(lines) == 13
+    assert [line.split()[-1] for line in lines[2:7]] == ["yes"] * 5

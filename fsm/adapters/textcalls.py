@@ -152,13 +152,13 @@ def _bare_json(content: str, names: Sequence[str]) -> TextCalls | None:
         if start < 0:
             break
         tried += 1
-        value, end = _decode(content[start:])
+        value, end = _decode(content, start)
         items = value if isinstance(value, list) else [value]
         shaped = [_as_call(v, names, marked=False) for v in items] if items else [None]
         if value is not None and all(c is not None for c in shaped):
             calls += [c for c in shaped if c is not None]
             rest.append(content[pos:start])
-            pos = start + end
+            pos = end
         else:
             rest.append(content[pos:start + 1])
             pos = start + 1
@@ -242,10 +242,13 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _decode(text: str) -> tuple[Any, int]:
-    """The JSON value at the start of ``text`` and where it ends; (None, 0) if none."""
+_DECODER = json.JSONDecoder()
+
+
+def _decode(text: str, start: int = 0) -> tuple[Any, int]:
+    """The JSON value at ``text[start:]`` and the index where it ends; (None, 0) if none."""
     try:
-        return json.JSONDecoder().raw_decode(text)
+        return _DECODER.raw_decode(text, start)
     except (ValueError, RecursionError):
         return None, 0
 
