@@ -170,6 +170,13 @@ def test_find_calls_leaves_plain_text_alone() -> None:
 
 # -- asking for a tool call, and the fallback ------------------------------------------------
 
+def test_the_system_message_says_whether_text_is_accepted() -> None:
+    refused = translate.system_message(_view())["content"]
+    accepted = translate.system_message(_view(final_allowed=True))["content"]
+    assert refused.endswith("a text answer is not accepted in this state.")
+    assert accepted.endswith("Reply with exactly one tool call.")
+
+
 def test_a_state_with_a_final_answer_is_not_forced() -> None:
     assert translate.forced_choice(_view(final_allowed=True)) is None
     assert translate.forced_choice(_view(tools=())) is None

@@ -48,7 +48,11 @@ def system_message(view: View) -> dict[str, Any]:
     parts.append(f"Workflow {view.workflow!r} is in state {view.state!r}.")
     if view.instructions:
         parts.append(view.instructions)
-    parts.append("Reply with exactly one tool call.")
+    if view.final_allowed:
+        parts.append("Reply with exactly one tool call.")
+    else:  # small models need telling: they answer in text otherwise
+        parts.append("Reply with exactly one tool call; a text answer is not accepted in "
+                     "this state.")
     return {"role": "system", "content": "\n\n".join(parts)}
 
 
