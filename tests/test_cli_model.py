@@ -25,6 +25,15 @@ def fsm(db: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=env, timeout=60)
 
 
+def ledger(db: Path) -> list[int]:
+    """The amounts the shop in ``db`` paid out."""
+    shop = Shop(str(db))
+    try:
+        return [r["amount_paise"] for r in shop.ledger()]
+    finally:
+        shop._db.close()
+
+
 def test_run_with_a_model_and_show_the_exact_requests(tmp_path: Path,
                                                       server: FakeOpenAI) -> None:
     db = tmp_path / "m.db"
@@ -36,7 +45,7 @@ def test_run_with_a_model_and_show_the_exact_requests(tmp_path: Path,
     out = json.loads(proc.stdout)
     assert out["status"] == "done" and out["tokens"] == 7 * 1050
     assert out["cost_micros"] > 0
-    assert [r["amount_paise"] for r in Shop(str(db)).ledger()] == [35_000]
+    assert ledger(db) == [35_000]
     sent = [r.raw for r in server.chat]
     assert len(sent) == len(HAPPY)
     for step, raw in enumerate(sent, start=1):
@@ -88,11 +97,7 @@ def test_timeout_for_a_slow_model_is_used_by_run_and_by_approve(tmp_path: Path,
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "done"
     assert policy_calls(db, "t1") == [2, 1, 1, 1, 1, 2, 1]  # the recorded --timeout held
-    shop = Shop(str(db))
-    try:
-        assert [r["amount_paise"] for r in shop.ledger()] == [180_000]
-    finally:
-        shop._db.close()
+    assert ledger(db) == [180_000]
 
 
 def test_bad_timeouts_are_refused(tmp_path: Path, server: FakeOpenAI) -> None:
