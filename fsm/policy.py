@@ -6,23 +6,61 @@ double are all policies; the engine cannot tell them apart.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+log = logging.getLogger("fsm.policy")
+
+#: The largest count a :class:`Usage` field holds (2**53, exact in JSON and JavaScript).
+#: A policy reporting more, or less than 0, is clamped into ``[0, MAX_COUNT]`` and the
+#: usage is marked ``clamped``, so absurd reports cannot overflow the store.
+MAX_COUNT = 2**53
+
+_COUNTS = ("input_tokens", "output_tokens", "cost_micros", "calls")
+
 
 class Usage(BaseModel):
-    """What one policy call cost."""
+    """What one policy call cost.
 
-    model_config = ConfigDict(frozen=True)
+    Counts outside ``[0, MAX_COUNT]`` are clamped (and logged on ``fsm.policy``);
+    counts of the wrong type (text, fractions, infinity) are refused.
+    """
 
-    input_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
+    model_config = ConfigDict(frozen=True, revalidate_instances="always")
+
+    input_tokens: int = Field(default=0, ge=0, le=MAX_COUNT)
+    output_tokens: int = Field(default=0, ge=0, le=MAX_COUNT)
     #: Micro-units of the price table's currency.
-    cost_micros: int = Field(default=0, ge=0)
+    cost_micros: int = Field(default=0, ge=0, le=MAX_COUNT)
     #: Model calls made (retries included).
-    calls: int = 1
+    calls: int = Field(default=1, ge=0, le=MAX_COUNT)
+    #: False when the model server sent no token counts: the token budget cannot see
+    #: this call (an adapter warns once per policy).
+    reported: bool = True
+    #: True when a reported count was out of range and was clamped into it.
+    clamped: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _clamp(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for name in _COUNTS:
+            value = out.get(name)
+            if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+                value = int(value)
+            if isinstance(value, int) and not isinstance(value, bool) and not (
+                    0 <= value <= MAX_COUNT):
+                out[name] = min(max(value, 0), MAX_COUNT)
+                out["clamped"] = True
+                log.warning("policy usage %s=%s is out of range: counted as %d", name,
+                            _short(value), out[name])
+        return out
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -30,7 +68,24 @@ class Usage(BaseModel):
             output_tokens=self.output_tokens + other.output_tokens,
             cost_micros=self.cost_micros + other.cost_micros,
             calls=self.calls + other.calls,
+            reported=self.reported and other.reported,
+            clamped=self.clamped or other.clamped,
         )
+
+    def notes(self) -> dict[str, bool]:
+        """What the log should say about this usage beyond its counts (empty if nothing):
+        ``usage_reported: False`` for a server that sent no counts, ``usage_clamped``."""
+        out = {}
+        if not self.reported:
+            out["usage_reported"] = False
+        if self.clamped:
+            out["usage_clamped"] = True
+        return out
+
+
+def _short(value: int) -> str:
+    """A number for a log line; a huge one by its size (str() refuses > 4300 digits)."""
+    return str(value) if value.bit_length() <= 256 else f"<a {value.bit_length()}-bit number>"
 
 
 class Action(BaseModel):
@@ -41,7 +96,7 @@ class Action(BaseModel):
     output was unusable (bad JSON, empty reply); the engine shows it to the model.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, revalidate_instances="always")
 
     tool: str | None = None
     args: dict[str, Any] = {}
@@ -76,6 +131,9 @@ class View(BaseModel):
     events: list[str]
     system_prompt: str = ""
     instructions: str = ""
+    #: True when ``state`` accepts a final answer; False when only a tool call or an
+    #: event moves the run on (model adapters then ask the server for a tool call).
+    final_allowed: bool = True
 
     def tool_names(self) -> list[str]:
         return [t["name"] for t in self.tools]
@@ -100,7 +158,10 @@ PolicyFn = Callable[[View], Any]
 
 
 def as_action(value: Any) -> Action:
-    """Accept an :class:`Action` or a plain dict such as ``{"tool": ..., "args": ...}``."""
-    if isinstance(value, Action):
-        return value
+    """Accept an :class:`Action` or a plain dict such as ``{"tool": ..., "args": ...}``.
+
+    An :class:`Action` is validated again, so one built with ``model_construct`` and
+    fields of the wrong shape is refused here (``ValidationError``) rather than
+    failing later inside the engine; its usage is clamped like any other.
+    """
     return Action.model_validate(value)

@@ -36,6 +36,7 @@ __all__ = [
     "ScriptedPolicy",
     "ToolCall",
     "ToolSpy",
+    "script_position",
     "state_path",
 ]
 
@@ -86,6 +87,19 @@ class ToolSpy:
         return [c.tool for c in self.calls]
 
 
+def script_position(view: View | list[dict[str, Any]]) -> int:
+    """How many policy actions the run shown in ``view`` has already used.
+
+    Each action leaves one assistant message in the transcript. When compaction has
+    folded earlier turns into a summary they cannot be counted, but every step before
+    this one asked the policy once, so the step number tells instead.
+    """
+    messages = view.messages if isinstance(view, View) else view
+    if isinstance(view, View) and any("summary_of" in m for m in messages):
+        return max(view.step - 1, 0)
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+
+
 def _as_reply(action: Action | dict[str, Any]) -> dict[str, Any]:
     """The ``{"tool", "args"}`` / ``{"final"}`` dict an :class:`~fsm.Agent` policy returns."""
     if isinstance(action, dict):
@@ -102,28 +116,37 @@ class ScriptedPolicy:
     ...}`` or ``{"final": ...}``. Called with a :class:`~fsm.View` (an engine) it
     returns the action as given; called with a history list (an :class:`~fsm.Agent`)
     it returns the reply dict. ``views`` holds every view or history copy shown.
-    Asking for more than the script holds raises :class:`ScriptExhausted`, which the
-    engine records as the run's failure reason.
+
+    The script position comes from what it is shown, not from memory: the action
+    handed out is the one after those the transcript already answered (one per
+    assistant message). So a run resumed, approved or recovered in another process,
+    with a fresh ``ScriptedPolicy`` of the same script, continues where it left off
+    instead of replaying the script from the start. Asking for more than the script
+    holds raises :class:`ScriptExhausted`, which the engine records as the run's
+    failure reason.
     """
 
     def __init__(self, actions: Iterable[Action | dict[str, Any]]) -> None:
         self.actions: list[Action | dict[str, Any]] = list(actions)
         self.views: list[Any] = []
+        self._next = 0
 
     @property
     def used(self) -> int:
-        """Actions handed out so far."""
-        return len(self.views)
+        """Actions handed out so far, counted from the last transcript shown."""
+        return self._next
 
     @property
     def remaining(self) -> list[Action | dict[str, Any]]:
         return self.actions[self.used:]
 
     def __call__(self, view: View | list[dict[str, Any]]) -> Any:
-        if self.used >= len(self.actions):
+        position = script_position(view)
+        if position >= len(self.actions):
             raise ScriptExhausted(self._exhausted(view))
-        action = self.actions[self.used]
+        action = self.actions[position]
         self.views.append(view)
+        self._next = position + 1
         return action if isinstance(view, View) else _as_reply(action)
 
     def _exhausted(self, view: View | list[dict[str, Any]]) -> str:

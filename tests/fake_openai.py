@@ -7,11 +7,18 @@
 Each request pops the next scripted reply; with the script empty, ``responder(body)``
 answers if set, else the server replies 500 "script exhausted". Every request is
 recorded with its raw body bytes and headers.
+
+``mimic_llama_cpp()`` makes it behave like llama-cpp-python's server: a request with
+``tool_choice: "required"`` gets a 500, one that forces a named function has its
+connection dropped without a reply (the server crashed); neither uses up the script.
+``text_call(form, name, args)`` writes a call into the reply text the way small
+models do when the server has no parser for them (``FORMS``).
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -30,6 +37,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     #: Seconds to wait before answering (to provoke client timeouts).
     delay: float = 0.0
+    #: Close the connection without any reply, as a server that crashed would.
+    drop: bool = False
 
     def encoded(self) -> bytes:
         if isinstance(self.body, bytes):
@@ -96,6 +105,42 @@ def text(content: str | None, *, usage: tuple[int, int] = (100, 20), **extra: An
     return completion({"content": content, **extra}, usage=usage)
 
 
+#: The ways a model writes a tool call into its reply text.
+FORMS = ("hermes", "hermes-unclosed", "fenced", "python_tag", "llama_json", "function_tag",
+         "pythonic", "mistral", "openai_json")
+
+
+def written_call(form: str, name: str, args: dict[str, Any]) -> str:
+    """The reply text of a model that writes a call to ``name`` in ``form``."""
+    hermes = json.dumps({"name": name, "arguments": args})
+    llama = json.dumps({"name": name, "parameters": args})
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in args.items())
+    texts = {
+        "hermes": f"I will look that up.\n<tool_call>\n{hermes}\n</tool_call>",
+        "hermes-unclosed": f"<tool_call>\n{hermes}\n",
+        "fenced": f"Calling the tool:\n```json\n{hermes}\n```",
+        "python_tag": f"<|python_tag|>{llama}<|eom_id|>",
+        "llama_json": llama,
+        "function_tag": f"<function={name}>{json.dumps(args)}</function>",
+        "pythonic": f"[{name}({kwargs})]",
+        "mistral": f"[TOOL_CALLS][{hermes}]",
+        "openai_json": json.dumps({"type": "function",
+                                   "function": {"name": name, "arguments": json.dumps(args)}}),
+    }
+    return texts[form]
+
+
+def text_call(form: str, name: str, args: dict[str, Any] | None = None, *,
+              usage: tuple[int, int] | None = (100, 20)) -> Reply:
+    """A reply whose only content is a call written as text (no ``tool_calls``)."""
+    return completion({"content": written_call(form, name, args or {})}, usage=usage)
+
+
+def drop() -> Reply:
+    """No reply at all: the connection is closed (a crashed server)."""
+    return Reply(drop=True)
+
+
 def error(status: int, message: str = "fake failure", headers: dict[str, str] | None = None,
           delay: float = 0.0) -> Reply:
     return Reply(status=status, body={"error": {"message": message, "type": "server_error"}},
@@ -107,6 +152,10 @@ class FakeOpenAI:
         self.requests: list[Recorded] = []
         self.responder: Callable[[dict[str, Any]], Reply] | None = None
         self._script: deque[Reply] = deque()
+        #: Answer ``tool_choice: "required"`` with a 500 (llama-cpp-python).
+        self.reject_required = False
+        #: Drop the connection of a request forcing a named function (llama-cpp-python).
+        self.drop_forced_function = False
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -131,7 +180,17 @@ class FakeOpenAI:
         """The chat-completions requests, in order."""
         return [r for r in self.requests if r.path.endswith("/chat/completions")]
 
+    def mimic_llama_cpp(self) -> FakeOpenAI:
+        """Fail on a forced tool_choice the way llama-cpp-python's server does."""
+        self.reject_required = self.drop_forced_function = True
+        return self
+
     def _next(self, body: dict[str, Any]) -> Reply:
+        choice = body.get("tool_choice")
+        if choice == "required" and self.reject_required:
+            return error(500, "Internal Server Error: tool_choice 'required' is not supported")
+        if isinstance(choice, dict) and self.drop_forced_function:
+            return drop()
         with self._lock:
             if self._script:
                 return self._script.popleft()
@@ -157,6 +216,10 @@ class FakeOpenAI:
                 reply = fake._next(body)
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.drop:
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
                 data = reply.encoded()
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")

@@ -1,14 +1,17 @@
 """Fixtures and a check for tests that drive runs against the fake OpenAI server.
 
 Registered for the whole suite by ``tests/conftest.py``; ``server`` starts a fresh
-:class:`~fake_openai.FakeOpenAI` on 127.0.0.1. ``no_model_env`` is not autouse: a
+:class:`~fake_openai.FakeOpenAI` on 127.0.0.1; ``make_policy(**kw)`` builds an
+:class:`OpenAIPolicy` on the refund ``spec`` aimed at it (closed afterwards), whose
+backoff sleeps are recorded in ``sleeps`` instead of slept. ``no_model_env`` is not autouse: a
 module whose results must not depend on the caller's model settings opts in with
 ``pytestmark = pytest.mark.usefixtures("no_model_env")``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from fake_openai import FakeOpenAI
@@ -17,7 +20,8 @@ from fsm import MemoryStore, WorkflowSpec, view_at
 from fsm.adapters import OpenAIPolicy, encode
 
 #: The environment variables an :class:`OpenAIPolicy` or the price table reads.
-MODEL_ENV = ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "FSM_PRICES")
+MODEL_ENV = ("OPENAI_MODEL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "FSM_PRICES",
+             "FSM_TOOL_CHOICE")
 
 
 @pytest.fixture
@@ -43,3 +47,26 @@ def assert_show_matches_server(spec: WorkflowSpec, store: MemoryStore, run_id: s
         view = view_at(spec, store, run_id, step)
         assert view is not None
         assert encode(policy.request_for(view)) == raw, f"step {step} differs"
+
+
+@pytest.fixture
+def sleeps() -> list[float]:
+    return []
+
+
+@pytest.fixture
+def make_policy(spec: WorkflowSpec, server: FakeOpenAI,
+                sleeps: list[float]) -> Iterator[Callable[..., OpenAIPolicy]]:
+    made: list[OpenAIPolicy] = []
+
+    def make(**kw: Any) -> OpenAIPolicy:
+        kw.setdefault("base_url", server.base_url)
+        kw.setdefault("api_key", "sk-test")
+        kw.setdefault("sleep", sleeps.append)
+        policy = OpenAIPolicy(spec, kw.pop("model", "gpt-4o-mini"), **kw)
+        made.append(policy)
+        return policy
+
+    yield make
+    for p in made:
+        p.close()

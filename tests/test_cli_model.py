@@ -1,7 +1,9 @@
-"""``fsm run --model`` against a local OpenAI-compatible server, and ``fsm show --request``."""
+"""``fsm run --model`` against a local OpenAI-compatible server, ``fsm show --request``,
+and ``--timeout`` for slow models."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -9,8 +11,9 @@ import sys
 from pathlib import Path
 
 from fake_openai import FakeOpenAI, call
-from refund_scripts import small_refund
+from refund_scripts import large_refund, small_refund
 
+from fsm import SQLiteStore
 from workflows.refund.shop import Shop
 
 HAPPY = small_refund()
@@ -20,6 +23,15 @@ def fsm(db: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "FSM_FAULT"))}
     return subprocess.run([sys.executable, "-m", "fsm", *args, "--db", str(db)],
                           capture_output=True, text=True, env=env, timeout=60)
+
+
+def ledger(db: Path) -> list[int]:
+    """The amounts the shop in ``db`` paid out."""
+    shop = Shop(str(db))
+    try:
+        return [r["amount_paise"] for r in shop.ledger()]
+    finally:
+        shop._db.close()
 
 
 def test_run_with_a_model_and_show_the_exact_requests(tmp_path: Path,
@@ -33,7 +45,7 @@ def test_run_with_a_model_and_show_the_exact_requests(tmp_path: Path,
     out = json.loads(proc.stdout)
     assert out["status"] == "done" and out["tokens"] == 7 * 1050
     assert out["cost_micros"] > 0
-    assert [r["amount_paise"] for r in Shop(str(db)).ledger()] == [35_000]
+    assert ledger(db) == [35_000]
     sent = [r.raw for r in server.chat]
     assert len(sent) == len(HAPPY)
     for step, raw in enumerate(sent, start=1):
@@ -54,3 +66,48 @@ def test_show_request_needs_a_model_for_a_rule_based_run(tmp_path: Path) -> None
     body = json.loads(fsm(db, "show", "c1", "--step", "6", "--request", "--model", "m").stdout)
     assert body["model"] == "m"
     assert [t["function"]["name"] for t in body["tools"]] == ["refund_item"]
+
+
+def policy_calls(db: Path, run_id: str) -> list[int]:
+    """``calls`` (attempts) of each policy step in the run's log."""
+    store = SQLiteStore(str(db))
+    try:
+        return [e.detail["calls"] for e in store.events(run_id) if e.kind == "policy"]
+    finally:
+        store.close()
+
+
+def test_timeout_for_a_slow_model_is_used_by_run_and_by_approve(tmp_path: Path,
+                                                                server: FakeOpenAI) -> None:
+    db = tmp_path / "t.db"
+    steps = large_refund()
+    slow = [dataclasses.replace(call(*steps[0]), delay=1.0), *[call(*s) for s in steps[:5]]]
+    server.script(*slow)
+    proc = fsm(db, "run", "refund", "Order A-1002: the headphones broke", "--user", "ravi",
+               "--run-id", "t1", "--model", "gpt-4o-mini", "--base-url", server.base_url,
+               "--timeout", "0.2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "awaiting_approval"
+    # The first reply came after 1 s: given up on at 0.2 s, asked again.
+    assert policy_calls(db, "t1") == [2, 1, 1, 1, 1]
+
+    server.script(dataclasses.replace(call(*steps[5]), delay=1.0),
+                  *[call(*s) for s in steps[5:]])
+    proc = fsm(db, "approve", "t1", "--reviewer", "priya", "--note", "ok", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "done"
+    assert policy_calls(db, "t1") == [2, 1, 1, 1, 1, 2, 1]  # the recorded --timeout held
+    assert ledger(db) == [180_000]
+
+
+def test_bad_timeouts_are_refused(tmp_path: Path, server: FakeOpenAI) -> None:
+    db = tmp_path / "b.db"
+    proc = fsm(db, "run", "refund", "Order A-1001: broken", "--model", "m", "--base-url",
+               server.base_url, "--timeout", "0")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("error: timeout must be a number of seconds above 0, "
+                                   "got 0.0")
+    proc = fsm(db, "run", "refund", "Order A-1001: broken", "--timeout", "5")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "error: --timeout applies to --model only"
+    assert server.chat == []

@@ -168,7 +168,8 @@ def test_final_answer_outside_a_finishing_state_is_refused(
 
     assert (run.status, run.state, run.answer) == ("budget_exhausted", "verifying", None)
     message = ("a final answer is not accepted in state 'verifying': the workflow finishes "
-               "through its events (allowed here: verified, cannot_verify)")
+               "through its events. Reply with one tool call: get_order or get_policy, or "
+               "advance with event verified or cannot_verify.")
     assert store.messages("g")[-2:] == [
         {"role": "assistant", "final": "Your refund is on its way."},
         {"role": "user", "content": message, "runtime": True},

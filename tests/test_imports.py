@@ -10,38 +10,13 @@ import grimp
 
 
 def _circles(graph: grimp.ImportGraph) -> list[list[str]]:
-    """Strongly connected groups of more than one module (Tarjan's algorithm)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-
-    def visit(m: str) -> None:
-        index[m] = low[m] = len(index)
-        stack.append(m)
-        on_stack.add(m)
-        for n in sorted(graph.find_modules_directly_imported_by(m)):
-            if n not in index:
-                visit(n)
-                low[m] = min(low[m], low[n])
-            elif n in on_stack:
-                low[m] = min(low[m], index[n])
-        if low[m] == index[m]:
-            group = []
-            while True:
-                n = stack.pop()
-                on_stack.discard(n)
-                group.append(n)
-                if n == m:
-                    break
-            if len(group) > 1:
-                out.append(sorted(group))
-
-    for module in sorted(graph.modules):
-        if module not in index:
-            visit(module)
-    return out
+    """Groups of modules that import each other, directly or through others."""
+    groups = set()
+    for m in graph.modules:
+        both = graph.find_upstream_modules(m) & graph.find_downstream_modules(m)
+        if both:
+            groups.add(tuple(sorted(both | {m})))
+    return sorted(list(g) for g in groups)
 
 
 def test_no_module_of_fsm_imports_itself_in_a_circle() -> None:

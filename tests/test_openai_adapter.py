@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,29 +43,6 @@ OFFERED = [
 pytestmark = pytest.mark.usefixtures("no_model_env")
 
 
-@pytest.fixture
-def sleeps() -> list[float]:
-    return []
-
-
-@pytest.fixture
-def make_policy(spec: WorkflowSpec, server: FakeOpenAI,
-                sleeps: list[float]) -> Iterator[Callable[..., OpenAIPolicy]]:
-    made: list[OpenAIPolicy] = []
-
-    def make(**kw: Any) -> OpenAIPolicy:
-        kw.setdefault("base_url", server.base_url)
-        kw.setdefault("api_key", "sk-test")
-        kw.setdefault("sleep", sleeps.append)
-        policy = OpenAIPolicy(spec, kw.pop("model", "gpt-4o-mini"), **kw)
-        made.append(policy)
-        return policy
-
-    yield make
-    for p in made:
-        p.close()
-
-
 def script_happy(server: FakeOpenAI, start: int = 0, usage: tuple[int, int] = (100, 20)) -> None:
     server.script(*[call(name, args, usage=usage) for name, args in HAPPY[start:]])
 
@@ -95,8 +71,13 @@ def test_full_refund_run_through_the_sdk(spec: WorkflowSpec, store: MemoryStore,
     first = sent[0]
     assert first.headers["authorization"] == "Bearer sk-test"
     body = first.body
-    assert list(body) == ["model", "messages", "tools", "parallel_tool_calls"]
+    assert list(body) == ["model", "messages", "tools", "tool_choice", "parallel_tool_calls"]
     assert body["model"] == "gpt-4o-mini" and body["parallel_tool_calls"] is False
+    # No refund state accepts a final answer: each request asks for a tool call, by name
+    # when only one tool is offered.
+    assert [r.body["tool_choice"] for r in sent] == ["required"] * 4 + [
+        {"type": "function", "function": {"name": name}}
+        for name in ("advance", "refund_item", "send_reply")]
     system, user = body["messages"]
     assert system["role"] == "system" and spec.system_prompt in system["content"]
     assert spec.instructions["collecting"] in system["content"]
@@ -250,7 +231,7 @@ def test_persistent_500_stops_the_run_then_resume_finishes_it(
         make_policy: Any, sleeps: list[float]) -> None:
     engine = Engine(spec, store, make_policy(max_retries=2))
     # Two good steps, then the server breaks for longer than the retries last.
-    server.script(call(*HAPPY[0]), call(*HAPPY[1]), error(500, "overloaded"), error(500),
+    server.script(call(*HAPPY[0]), call(*HAPPY[1]), error(503, "overloaded"), error(500),
                   error(502, "bad gateway"))
     run = engine.start(GOAL, user="asha", run_id="r1")
 
@@ -342,7 +323,7 @@ def test_usage_becomes_cost_and_exhausts_the_cost_budget(
 
 def test_usage_exhausts_the_token_budget_across_a_resume(
         spec: WorkflowSpec, store: MemoryStore, server: FakeOpenAI, make_policy: Any) -> None:
-    server.script(call(*HAPPY[0], usage=(900, 100)), error(500), error(500))
+    server.script(call(*HAPPY[0], usage=(900, 100)), error(503), error(503))
     engine = Engine(spec, store, make_policy(max_retries=1),
                     budgets=Budgets(max_tokens=2500))
     assert engine.start(GOAL, user="asha", run_id="r1").status == "model_unavailable"

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from fsm.adapters.textcalls import find_calls
 from fsm.policy import Action, Usage, View
 
 #: Names the chat-completions API accepts for functions.
@@ -47,7 +48,11 @@ def system_message(view: View) -> dict[str, Any]:
     parts.append(f"Workflow {view.workflow!r} is in state {view.state!r}.")
     if view.instructions:
         parts.append(view.instructions)
-    parts.append("Reply with exactly one tool call.")
+    if view.final_allowed:
+        parts.append("Reply with exactly one tool call.")
+    else:  # small models need telling: they answer in text otherwise
+        parts.append("Reply with exactly one tool call; a text answer is not accepted in "
+                     "this state.")
     return {"role": "system", "content": "\n\n".join(parts)}
 
 
@@ -108,13 +113,42 @@ def tools_param(view: View) -> list[dict[str, Any]]:
     return [{"type": "function", "function": dict(schema)} for schema in view.tools]
 
 
-def request_body(view: View, model: str, options: Mapping[str, Any] | None = None) -> dict:
+def forced_choice(view: View, kind: str | None = None) -> Any:
+    """The ``tool_choice`` that asks for a tool call in ``view``, or ``None``.
+
+    ``None`` when the state accepts a final answer or offers no tools. Otherwise the
+    one offered function by name, or ``"required"`` when several are offered (or
+    ``kind`` is ``"required"``).
+    """
+    if view.final_allowed or not view.tools:
+        return None
+    kind = kind or choice_kind(view)
+    if kind == "function":
+        return {"type": "function", "function": {"name": view.tools[0]["name"]}}
+    return "required"
+
+
+def choice_kind(view: View) -> str:
+    """``"function"`` when one tool is offered, else ``"required"``."""
+    return "function" if len(view.tools) == 1 else "required"
+
+
+def request_body(view: View, model: str, options: Mapping[str, Any] | None = None, *,
+                 force: str | None = "auto") -> dict:
     """The chat-completions request for ``view``.
 
     ``options`` adds request fields (``temperature``, ``seed``, ``tool_choice``...);
     ``parallel_tool_calls`` defaults to ``False`` and is left out when set to ``None``.
+    In a state that accepts no final answer the request asks for a tool call
+    (:func:`forced_choice`) unless ``options`` sets ``tool_choice`` (``None`` leaves it
+    out); ``force`` picks the kind: ``"auto"`` (by the number of tools),
+    ``"function"``, ``"required"``, or ``None`` for none.
     """
-    opts = {"parallel_tool_calls": False, **(options or {})}
+    opts: dict[str, Any] = {"parallel_tool_calls": False}
+    choice = None if force is None else forced_choice(view, None if force == "auto" else force)
+    if choice is not None:
+        opts = {"tool_choice": choice, **opts}
+    opts.update(options or {})
     body: dict[str, Any] = {"model": model, "messages": chat_messages(view)}
     tools = tools_param(view)
     if tools:
@@ -148,8 +182,20 @@ def action_from_response(response: Mapping[str, Any], view: View, usage: Usage) 
         return Action(problem=f"the reply was withheld by a content filter. {_offer(view)}",
                       usage=usage)
     if content:
-        return Action(final=content, usage=usage)
+        return _from_text(content, view, usage)
     return Action(problem=_empty(view, "the reply was empty"), usage=usage)
+
+
+def _from_text(content: str, view: View, usage: Usage) -> Action:
+    """A text reply: the tool calls written in it (see :mod:`.textcalls`), else a final
+    answer."""
+    found = find_calls(content, view.tool_names())
+    if found is None:
+        return Action(final=content, usage=usage)
+    if found.problem is not None:
+        return Action(problem=f"{found.problem}. {_offer(view)}", usage=usage,
+                      text=found.text or None)
+    return _from_calls(found.calls, found.text, view, usage)
 
 
 def _offer(view: View) -> str:

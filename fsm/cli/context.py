@@ -53,14 +53,17 @@ def spec_for_run(store: SQLiteStore, run: RunState) -> WorkflowSpec:
 
 
 def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: str | None,
-                base_url: str | None) -> tuple[Any, str]:
+                base_url: str | None, timeout: float | None = None) -> tuple[Any, str]:
     """The policy to drive runs with, and how to name it in the log."""
     if policy and model:
         raise UsageError("give either --policy or --model, not both")
+    if timeout is not None and not model:
+        raise UsageError("--timeout applies to --model only")
     if model:
-        from fsm.adapters.openai import OpenAIPolicy
+        from fsm.adapters.openai import DEFAULT_TIMEOUT, OpenAIPolicy
 
-        return OpenAIPolicy(spec, model, base_url=base_url), f"model:{model}"
+        seconds = DEFAULT_TIMEOUT if timeout is None else timeout
+        return OpenAIPolicy(spec, model, base_url=base_url, timeout=seconds), f"model:{model}"
     if policy:
         return load_policy(policy), policy
     found = default_policy(spec_ref)
@@ -73,7 +76,8 @@ def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: st
 
 
 def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None,
-                   model: str | None = None, base_url: str | None = None) -> Engine:
+                   model: str | None = None, base_url: str | None = None,
+                   timeout: float | None = None) -> Engine:
     """An engine for an existing run, with the policy it started with unless overridden."""
     run = store.load_run(run_id)
     ref = workflow_ref(store, run)
@@ -84,10 +88,11 @@ def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None
         if recorded.startswith("model:"):
             model = recorded.removeprefix("model:")
             base_url = base_url or start.get("base_url")
+            timeout = start.get("timeout") if timeout is None else timeout
         elif recorded != "default":
             policy = recorded
     try:
-        fn, _ = make_policy(ref, spec, policy, model, base_url)
+        fn, _ = make_policy(ref, spec, policy, model, base_url, timeout)
     except WorkflowNotFound as exc:
         raise UsageError(str(exc)) from None
     return Engine(spec, store, fn, clock=clock, compactor=Compactor())

@@ -26,6 +26,8 @@ from .context import (
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
+TimeoutOpt = typer.Option(None, "--timeout", help="seconds to wait for each model reply "
+                          "(default 60; raise it for slow local models); needs --model")
 
 
 def report(store: SQLiteStore, run: RunState, as_json: bool) -> None:
@@ -68,6 +70,7 @@ def run_cmd(
     model: str | None = typer.Option(None, "--model", help="drive the run with this model"),
     base_url: str | None = typer.Option(None, "--base-url",
                                         help="OpenAI-compatible endpoint for --model"),
+    timeout: float | None = TimeoutOpt,
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="step budget"),
     max_cost_micros: int | None = typer.Option(None, "--max-cost-micros", min=0,
                                                help="cost budget in micro-units"),
@@ -80,14 +83,16 @@ def run_cmd(
     """Start a run and drive it until it stops (awaiting_approval is a normal stop)."""
     store = store_for(db)
     spec = load_workflow(workflow)
-    fn, policy_name = make_policy(workflow, spec, policy, model, base_url)
+    fn, policy_name = make_policy(workflow, spec, policy, model, base_url, timeout)
     if run_id is not None and not run_id.strip():
         raise UsageError("--run-id must not be empty")
     budgets = Budgets(max_steps=max_steps, max_cost_micros=max_cost_micros,
                       max_tokens=max_tokens, max_active_seconds=max_seconds)
-    meta = {"workflow_ref": workflow, "policy": policy_name}
+    meta: dict[str, Any] = {"workflow_ref": workflow, "policy": policy_name}
     if base_url:
         meta["base_url"] = base_url
+    if timeout is not None:
+        meta["timeout"] = timeout  # approve and deny reuse it
     engine = Engine(spec, store, fn, clock=clock, compactor=Compactor())
     run = engine.start(goal, user=user, run_id=run_id, budgets=budgets, meta=meta)
     report(store, run, as_json)
@@ -99,6 +104,7 @@ def resume_cmd(
     policy: str | None = typer.Option(None, "--policy", help="override the policy"),
     model: str | None = typer.Option(None, "--model", help="override with this model"),
     base_url: str | None = typer.Option(None, "--base-url", help="endpoint for --model"),
+    timeout: float | None = TimeoutOpt,
     take_over: bool = typer.Option(
         False, "--take-over",
         help="take the run from a lease holder this host cannot see (another machine, a "
@@ -114,7 +120,8 @@ def resume_cmd(
     if run.status in ("done", "failed", "budget_exhausted", "handed_over"):
         raise InvalidRunState(f"run {run_id!r} has finished ({run.status}); nothing to resume",
                               run_id=run_id, state=run.state)
-    engine = engine_for_run(store, run_id, policy=policy, model=model, base_url=base_url)
+    engine = engine_for_run(store, run_id, policy=policy, model=model, base_url=base_url,
+                            timeout=timeout)
     run = engine.resume(run_id, take_over=take_over)
     report(store, run, as_json)
 

@@ -68,6 +68,23 @@ def _listing(names: Any) -> str:
     return ", ".join(names) or "none"
 
 
+def _proceed(spec: WorkflowSpec, state: str) -> str:
+    """How to move on from ``state``, for a model that answered in text."""
+    tools, events = spec.allowed_tools(state), spec.model_events(state)
+    ways = [_either(tools)] if tools else []
+    if events:
+        ways.append(f"{ADVANCE} with event {_either(events)}")
+    if not ways:
+        return "Nothing can be called in this state."
+    return f"Reply with one tool call: {', or '.join(ways)}."
+
+
+def _either(names: Any) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    names = list(names)
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def check(ctx: StepContext, run: RunState, action: Action) -> Decision:
     """What to do with ``action`` in ``run``'s current state. Changes nothing."""
     spec = ctx.spec
@@ -78,8 +95,7 @@ def check(ctx: StepContext, run: RunState, action: Action) -> Decision:
             return Finish(action.final)
         return Refuse(
             f"a final answer is not accepted in state {run.state!r}: the workflow "
-            f"finishes through its events (allowed here: "
-            f"{_listing(spec.model_events(run.state))})"
+            f"finishes through its events. {_proceed(spec, run.state)}"
         )
     assert action.tool is not None
     if action.tool == ADVANCE and ctx.has_events:

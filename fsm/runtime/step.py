@@ -82,7 +82,8 @@ class Step:
             self.event("policy", cost_micros=usage.cost_micros,
                        tokens=usage.input_tokens + usage.output_tokens,
                        detail={"input_tokens": usage.input_tokens,
-                               "output_tokens": usage.output_tokens, "calls": usage.calls})
+                               "output_tokens": usage.output_tokens, "calls": usage.calls,
+                               **usage.notes()})
 
     def stop(self, status: Status, reason: str | None) -> None:
         self._set(status=status, reason=reason)

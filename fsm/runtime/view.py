@@ -80,6 +80,7 @@ def render(spec: WorkflowSpec, schemas: Schemas, run_id: str, record: ViewRecord
         messages=compacted(messages[: record.message_count], record.compaction),
         tools=schemas.offered(record.tools, record.events), events=record.events,
         system_prompt=spec.system_prompt, instructions=spec.instructions.get(record.state, ""),
+        final_allowed=record.state in spec.finish_states,
     )
 
 
