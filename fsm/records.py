@@ -62,6 +62,11 @@ def canonical(value: Any) -> str:
                       default=str)
 
 
+def text_json(value: Any) -> str:
+    """JSON for text a model or a person reads: sorted keys, spaces kept, UTF-8 kept."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+
+
 def fingerprint(value: Any) -> str:
     """SHA-256 of the canonical JSON of ``value``."""
     return hashlib.sha256(canonical(value).encode()).hexdigest()
@@ -424,6 +429,13 @@ def chain(events: list[Event], prev_hash: str, next_seq: int) -> list[dict[str, 
         body["hash"] = prev_hash
         rows.append(body)
     return rows
+
+
+def state_path(events: list[Event]) -> list[str]:
+    """The workflow states a run went through, from its log (the initial state first)."""
+    path = [events[0].state_after or ""] if events else []
+    path += [e.state_after or "" for e in events if e.kind == "transition"]
+    return path
 
 
 def verify_chain(events: list[Event]) -> str | None:

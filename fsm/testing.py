@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 from fsm.errors import ScriptExhausted
 from fsm.policy import Action, View
+from fsm.records import state_path as records_state_path
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.base import Store
 from fsm.tools import ToolContext, ToolSpec
@@ -43,10 +44,7 @@ __all__ = [
 
 def state_path(store: Store, run_id: str) -> list[str]:
     """The workflow states a run went through, from its event log (initial state first)."""
-    events = store.events(run_id)
-    path = [events[0].state_after or ""] if events else []
-    path += [e.state_after or "" for e in events if e.kind == "transition"]
-    return path
+    return records_state_path(store.events(run_id))
 
 
 class ToolCall(NamedTuple):

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from fsm.policy import Usage
-from fsm.runtime.compaction import Chunk, Summary, dumps, facts_section
+from fsm.records import text_json
+from fsm.runtime.compaction import Chunk, Summary, facts_section
 
 
 class Completes(Protocol):
@@ -36,7 +37,7 @@ class ModelSummariser:
         parts = []
         if chunk.previous_summary:
             parts.append(f"The summary so far:\n{chunk.previous_summary}")
-        parts.append(f"The turns that follow it:\n{dumps(chunk.fresh_messages)}")
+        parts.append(f"The turns that follow it:\n{text_json(chunk.fresh_messages)}")
         body = {"model": self.policy.model, "messages": [
             {"role": "system", "content": SUMMARY_PROMPT.format(max_chars=self.max_chars)},
             {"role": "user", "content": "\n\n".join(parts)},

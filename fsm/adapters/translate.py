@@ -19,6 +19,7 @@ from typing import Any
 
 from fsm.adapters.textcalls import find_calls
 from fsm.policy import Action, Usage, View
+from fsm.records import text_json
 
 #: Names the chat-completions API accepts for functions.
 VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -32,9 +33,8 @@ def call_id(index: int) -> str:
     return f"call_{index}"
 
 
-def dumps(value: Any) -> str:
-    """JSON for text the model reads: sorted keys, so a reloaded transcript reads the same."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+#: JSON for text the model reads: sorted keys, so a reloaded transcript reads the same.
+dumps = text_json
 
 
 def encode(body: Mapping[str, Any]) -> bytes:

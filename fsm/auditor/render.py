@@ -28,7 +28,7 @@ IMAGE_FORMATS = ("svg", "png")
 #: Annotation key → (symbol and words for text formats, DOT node attributes).
 MARKS: dict[str, tuple[str, dict[str, str]]] = {
     "initial": ("▶ start", {}),
-    "money": ("₹ money moves here", {"fillcolor": "#fde2e1", "color": "#b42318",
+    "money": ("money moves here", {"fillcolor": "#fde2e1", "color": "#b42318",
                                      "penwidth": "2.5"}),
     "write": ("✎ writes", {"fillcolor": "#fff4e0", "color": "#b54708"}),
     "person": ("⚑ waits for a person", {"fillcolor": "#e0eaff", "color": "#1d4ed8",

@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import time
 from typing import Any
 
 from fsm.errors import UsageError, WorkflowNotFound
-from fsm.records import RunState
+from fsm.records import RunState, state_path, utc
 from fsm.registry import default_policy, load_policy, load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
 from fsm.spec import WorkflowSpec
-from fsm.store import SQLiteStore, open_store
+from fsm.store import SQLiteStore, Store, open_store
 
 from .app import db_path
 
@@ -32,10 +31,7 @@ def store_for(db: str | None) -> SQLiteStore:
     return open_store(db_path(db))
 
 
-def fmt_time(t: float | None) -> str:
-    if t is None:
-        return ""
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+fmt_time = utc
 
 
 def workflow_ref(store: SQLiteStore, run: RunState) -> str:
@@ -98,12 +94,6 @@ def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None
     return Engine(spec, store, fn, clock=clock, compactor=Compactor())
 
 
-def path_of(store: SQLiteStore, run_id: str) -> list[str]:
+def path_of(store: Store, run_id: str) -> list[str]:
     """The states a run went through, in order."""
-    path: list[str] = []
-    for e in store.events(run_id):
-        if e.kind == "start" and e.state_after:
-            path.append(e.state_after)
-        elif e.kind == "transition" and e.state_after:
-            path.append(e.state_after)
-    return path
+    return state_path(store.events(run_id))

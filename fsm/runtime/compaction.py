@@ -22,14 +22,13 @@ its summary verbatim so they survive any paraphrase.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fsm.policy import PolicyUnavailable, Usage
-from fsm.records import Compaction, RunState, canonical
+from fsm.records import Compaction, RunState, canonical, text_json
 from fsm.runtime.view import compacted
 from fsm.spec import WorkflowSpec
 
@@ -81,10 +80,6 @@ class Summary:
 
 
 Summariser = Callable[[Chunk], Summary]
-
-
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
 def view_chars(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -221,7 +216,8 @@ def summarise(chunk: Chunk, *, max_chars: int = 4000) -> Summary:
 def facts_section(chunk: Chunk) -> list[str]:
     if not chunk.facts:
         return ["Run facts: none recorded yet."]
-    return ["Run facts (authoritative):"] + [f"- {k}: {dumps(v)}" for k, v in chunk.facts.items()]
+    return ["Run facts (authoritative):"] + [f"- {k}: {text_json(v)}"
+                                             for k, v in chunk.facts.items()]
 
 
 def _calls_line(messages: Sequence[Mapping[str, Any]]) -> str:
@@ -238,11 +234,11 @@ def _result_lines(messages: Sequence[Mapping[str, Any]], last: int = 4) -> list[
     for m in messages:
         if m.get("role") != "tool":
             continue
-        outcome = f"error: {m['error']}" if "error" in m else dumps(m.get("result"))
+        outcome = f"error: {m['error']}" if "error" in m else text_json(m.get("result"))
         lines.append(f"- {m.get('tool')} → {_excerpt(outcome)}")
     return lines[-last:]
 
 
 def _excerpt(value: Any) -> str:
-    text = value if isinstance(value, str) else dumps(value)
+    text = value if isinstance(value, str) else text_json(value)
     return text if len(text) <= _EXCERPT else text[:_EXCERPT] + "…"

@@ -32,6 +32,7 @@ from fsm.records import (
     RunState,
     StepCommit,
     ViewRecord,
+    canonical,
     chain,
 )
 from fsm.store.base import Store
@@ -51,10 +52,6 @@ _APPROVAL_COLS = (
 _INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
                  f"VALUES ({', '.join('?' * len(_EVENT_COLS))})")
 
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
-                      default=str)
 
 
 class SQLiteStore(Store):
@@ -195,7 +192,7 @@ class SQLiteStore(Store):
             base = new.message_count - len(c.messages)
             db.executemany(
                 "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
-                [(run_id, base + i, _dumps(m)) for i, m in enumerate(c.messages)],
+                [(run_id, base + i, canonical(m)) for i, m in enumerate(c.messages)],
             )
         if c.view is not None:
             db.execute("INSERT OR REPLACE INTO views (run_id, step, body) VALUES (?, ?, ?)",
@@ -203,7 +200,7 @@ class SQLiteStore(Store):
         for key, (result, error) in c.effects_done.items():
             db.execute(
                 "UPDATE effects SET status = 'DONE', result = ?, error = ?, finished_at = ? "
-                "WHERE key = ?", (_dumps(result), error, new.updated_at, key),
+                "WHERE key = ?", (canonical(result), error, new.updated_at, key),
             )
         self._approvals(db, run_id, c)
         for sha, content in c.artifacts.items():
@@ -216,7 +213,7 @@ class SQLiteStore(Store):
         """Chain ``events`` onto the log; the new (count, head)."""
         rows = []
         for body in chain(events, head, count):
-            body["detail"] = _dumps(body["detail"])
+            body["detail"] = canonical(body["detail"])
             rows.append(tuple(body[k] for k in _EVENT_COLS))
         if rows:
             head = body["hash"]
@@ -226,7 +223,7 @@ class SQLiteStore(Store):
     def _approvals(self, db: sqlite3.Connection, run_id: str, c: StepCommit) -> None:
         if c.new_approval is not None:
             a = c.new_approval.model_dump(mode="json")
-            a["args"] = _dumps(a["args"])
+            a["args"] = canonical(a["args"])
             db.execute(
                 f"INSERT INTO approvals ({', '.join(_APPROVAL_COLS)}) "
                 f"VALUES ({', '.join('?' * len(_APPROVAL_COLS))})",
@@ -300,7 +297,7 @@ class SQLiteStore(Store):
                 db.execute(
                     "INSERT INTO effects (key, run_id, step, tool, args, status, started_at) "
                     "VALUES (?, ?, ?, ?, ?, 'STARTED', ?)",
-                    (effect.key, effect.run_id, effect.step, effect.tool, _dumps(effect.args),
+                    (effect.key, effect.run_id, effect.step, effect.tool, canonical(effect.args),
                      effect.started_at),
                 )
                 return None

@@ -8,12 +8,9 @@ import os
 import sqlite3
 import sys
 
+from fsm.records import utc
 from workflows.refund.shop import Shop
-
-
-def _rupees(paise: int) -> str:
-    rupees, rest = divmod(paise, 100)
-    return f"₹{rupees:,}" + (f".{rest:02d}" if rest else "")
+from workflows.refund.workflow import rupees
 
 
 def ledger(db: str, as_json: bool) -> int:
@@ -31,12 +28,10 @@ def ledger(db: str, as_json: bool) -> int:
     if not rows:
         print("ledger: no payments")
         return 0
-    from datetime import UTC, datetime
-
     print(f"{'order':8} {'item':14} {'amount':>8}  {'idempotency key':28} time")
     for r in rows:
-        at = datetime.fromtimestamp(r["at"], UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-        print(f"{r['order_id']:8} {r['item_id']:14} {_rupees(r['amount_paise']):>8}  "
+        at = utc(r["at"])
+        print(f"{r['order_id']:8} {r['item_id']:14} {rupees(r['amount_paise']):>8}  "
               f"{r['idempotency_key']:28} {at}")
     return 0
 

@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 from fsm import Action, View
+from workflows.refund.workflow import rupees
 
 ORDER_ID = re.compile(r"\b[A-Z]-\d{4}\b")
 LIMIT_PAISE = 50_000
@@ -35,10 +36,6 @@ def _decision(view: View) -> dict[str, Any] | None:
         elif attempt is not None and "result" in msg:
             decided, attempt = attempt, None
     return decided
-
-
-def _rupees(paise: int) -> str:
-    return f"₹{paise // 100:,}" + (f".{paise % 100:02d}" if paise % 100 else "")
 
 
 def clerk(view: View) -> Action:
@@ -85,7 +82,7 @@ def _reply(view: View, order: dict[str, Any], policy: dict[str, Any]) -> str:
     item = order.get("item_name", "your item")
     refund = _last_result(view, "refund_item")
     if refund and refund.get("status") == "ok":
-        return f"Your refund of {_rupees(refund['amount_paise'])} for the {item} is on its way."
+        return f"Your refund of {rupees(refund['amount_paise'])} for the {item} is on its way."
     denied = any(
         m.get("role") == "user" and str(m.get("content", "")).startswith("denied by")
         for m in view.messages
