@@ -162,7 +162,7 @@ class WorkflowSpec(BaseModel):
             "instructions": self.instructions,
             "settings": self.settings,
         }
-        blob = json.dumps(public, sort_keys=True, ensure_ascii=False, default=str)
+        blob = json.dumps(public, sort_keys=True, ensure_ascii=False, default=_stable)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @cached_property
@@ -251,6 +251,14 @@ def define_workflow(
         invariants=tuple(invariants),
         settings=dict(settings or {}),
     )
+
+
+def _stable(value: Any) -> str:
+    """A value's hash form: a function (a workflow hook in ``settings``) by its name, so the
+    hash is the same in every process."""
+    if callable(value):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', value)}"
+    return str(value)
 
 
 def _names(items: Any) -> str:

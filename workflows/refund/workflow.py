@@ -210,6 +210,38 @@ def _matches_decision(args: RefundArgs, facts: Any) -> str | None:
     return None
 
 
+# -- what a person is asked (the approval inbox reads these through settings) -----------
+
+def rupees(paise: int) -> str:
+    """``₹12,000`` or ``₹12,000.50``."""
+    whole, rest = divmod(int(paise), 100)
+    return f"₹{whole:,}" + (f".{rest:02d}" if rest else "")
+
+
+def pending_amount(args: dict[str, Any]) -> int | None:
+    """The refund a pause asks for, in paise (checked against an approver's limit)."""
+    amount = args.get("amount_paise")
+    return amount if isinstance(amount, int) else None
+
+
+def pending_summary(args: dict[str, Any], facts: dict[str, Any]) -> str:
+    """``refund ₹12,000 for the headphones of order A-1002``."""
+    amount = pending_amount(args)
+    order = facts.get("order") or {}
+    what = order.get("item_name") or args.get("item_id") or "an item"
+    text = f"refund {rupees(amount) if amount is not None else '?'} for the {what}"
+    order_id = order.get("order_id") or args.get("order_id")
+    return text + (f" of order {order_id}" if order_id else "")
+
+
+SETTINGS: dict[str, Any] = {
+    "approval_limit_paise": APPROVAL_LIMIT_PAISE,
+    "summary": pending_summary,
+    "amount": pending_amount,
+    "format_amount": rupees,
+}
+
+
 def build(shop: Shop | ShopSource | None = None) -> WorkflowSpec:
     """The refund workflow bound to ``shop`` (default: the shop in the current database)."""
     source: ShopSource
@@ -226,5 +258,5 @@ def build(shop: Shop | ShopSource | None = None) -> WorkflowSpec:
         initial="collecting", tools=_tools(source), human_events=HUMAN_EVENTS,
         guards=GUARDS, payloads=PAYLOADS, records=RECORDS, instructions=INSTRUCTIONS,
         system_prompt=SYSTEM_PROMPT, expiry_event="expired", approval_ttl_seconds=72 * 3600,
-        invariants=INVARIANTS, settings={"approval_limit_paise": APPROVAL_LIMIT_PAISE},
+        invariants=INVARIANTS, settings=SETTINGS,
     )
