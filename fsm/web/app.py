@@ -265,8 +265,9 @@ class Routes:
         number = pages.page_number(request.query_params.get("page"))
         runs, pager, names = await run_in_threadpool(self._runs, status, workflow, number)
         return self.render(request, "runs.html", runs=runs, pager=pager,
-                           now=self.inbox.clock(), status_filter=status or "", workflow=workflow or "",
-                           workflows=names, age=pages.age, statuses=STATUSES, query=_query)
+                           now=self.inbox.clock(), status_filter=status or "",
+                           workflow=workflow or "", workflows=names, age=pages.age,
+                           statuses=STATUSES, query=_query)
 
     async def run_get(self, request: Request, me: Account) -> Response:
         run_id = request.path_params["run_id"]

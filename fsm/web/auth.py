@@ -97,9 +97,11 @@ def same(a: str | None, b: str | None) -> bool:
 
 @dataclass
 class Throttle:
-    """At most ``attempts`` failed sign-ins per ``window`` seconds, per name and per address."""
+    """At most ``attempts`` failed sign-ins per name, and ``per_address`` per client
+    address, in any ``window`` seconds."""
 
     attempts: int = 5
+    per_address: int = 20
     window: float = 300.0
     clock: Any = time.time
     _failures: dict[str, deque[float]] = field(default_factory=dict)
@@ -115,8 +117,9 @@ class Throttle:
         """Seconds until another attempt is allowed (0: now)."""
         now = self.clock()
         with self._lock:
-            waits = [q[0] + self.window - now for key in (f"n:{name.casefold()}", f"a:{remote}")
-                     if len(q := self._recent(key, now)) >= self.attempts]
+            limits = ((f"n:{name.casefold()}", self.attempts), (f"a:{remote}", self.per_address))
+            waits = [q[0] + self.window - now for key, limit in limits
+                     if len(q := self._recent(key, now)) >= limit]
         return max(waits, default=0.0)
 
     def failed(self, name: str, remote: str) -> None:
