@@ -149,8 +149,9 @@ MIGRATIONS: list[str] = [
     CREATE INDEX notifications_due ON notifications (status, next_attempt_at);
     CREATE INDEX notifications_approval ON notifications (approval_id);
     CREATE INDEX notifications_run ON notifications (run_id);
-    CREATE INDEX approvals_waiting ON approvals (decision, requested_at, approval_id);
+    CREATE INDEX approvals_waiting ON approvals (decision, requested_at, approval_id, run_id);
     CREATE INDEX approvals_run ON approvals (run_id, requested_at);
+    CREATE INDEX runs_id_status ON runs (run_id, status, workflow);
     CREATE INDEX runs_created ON runs (created_at, run_id);
     CREATE INDEX runs_workflow_created ON runs (workflow, created_at, run_id);
     CREATE INDEX runs_status_created ON runs (status, created_at, run_id)

@@ -56,7 +56,8 @@ def _stamp(account: Account) -> str:
 
 
 class SecurityHeaders:
-    """Add the security headers to every response."""
+    """Add the security headers to every response, and ``Server-Timing: app;dur=MS``: the
+    time from the request's arrival to its response headers (the page is rendered by then)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -66,9 +67,13 @@ class SecurityHeaders:
             await self.app(scope, receive, send)
             return
 
+        started = time.perf_counter()
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
+                took = (time.perf_counter() - started) * 1000
+                headers.append((b"server-timing", f"app;dur={took:.2f}".encode()))
                 present = {k.lower() for k, _ in headers}
                 for k, v in HEADERS.items():
                     if k.lower().encode() not in present:
