@@ -160,9 +160,11 @@ class WorkflowSpec(BaseModel):
             "expiry_event": self.expiry_event,
             "system_prompt": self.system_prompt,
             "instructions": self.instructions,
-            "settings": self.settings,
+            # Hooks (functions) in settings describe a run to people (the inbox); they
+            # do not change how it runs, and a function has no stable text form.
+            "settings": {k: v for k, v in self.settings.items() if not callable(v)},
         }
-        blob = json.dumps(public, sort_keys=True, ensure_ascii=False, default=_stable)
+        blob = json.dumps(public, sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @cached_property
@@ -251,14 +253,6 @@ def define_workflow(
         invariants=tuple(invariants),
         settings=dict(settings or {}),
     )
-
-
-def _stable(value: Any) -> str:
-    """A value's hash form: a function (a workflow hook in ``settings``) by its name, so the
-    hash is the same in every process."""
-    if callable(value):
-        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', value)}"
-    return str(value)
 
 
 def _names(items: Any) -> str:
