@@ -17,6 +17,8 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "browser"
+# The machine running the tests may be busy: give pages time before an assertion fails.
+expect.set_options(timeout=20_000)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,9 @@ and a row an auditor reads: who, what, why, when, from where.
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -284,3 +286,49 @@ def test_sign_in_is_throttled_and_a_disabled_account_cannot_sign_in(tmp_path: Pa
             assert login(c, "priya", "priya-password").status_code == 401
     finally:
         b.stop()
+
+
+def test_sessions_expire_and_are_secure_behind_https(tmp_path: Path) -> None:
+    b = make_inbox(tmp_path)
+    b.serve("--public-url", "https://inbox.example", FSM_SESSION_SECONDS="2")
+    try:
+        with b.client() as c:
+            # httpx keeps Secure cookies for https only: carry them by hand over loopback.
+            form = c.get("/login")
+            (pre,) = form.headers.get_list("set-cookie")
+            assert "; secure" in pre.lower()
+            token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+            assert token is not None
+            signed = c.post("/login", headers={"cookie": pre.split(";")[0]}, data={
+                "name": "priya", "password": "priya-password", "csrf": token.group(1)})
+            (session,) = [h for h in signed.headers.get_list("set-cookie")
+                          if h.startswith("fsm_session=")]
+            assert "; secure" in session.lower() and "samesite=strict" in session.lower()
+            cookie = session.split(";")[0]
+            assert c.get("/inbox", headers={"cookie": cookie}).status_code == 200
+            time.sleep(3.1)
+            expired = c.get("/inbox", headers={"cookie": cookie})
+            assert expired.status_code == 303 and expired.headers["location"].startswith("/login")
+    finally:
+        b.stop()
+
+
+def test_the_inbox_pages_newest_first_and_filters_by_workflow(tmp_path: Path) -> None:
+    b = make_inbox(tmp_path)
+    for i in range(27):
+        b.start_run("B-2002", f"p{i:02d}", ago=(27 - i) * 60.0)
+    b.serve()
+    try:
+        with b.client("priya") as c:
+            first = c.get("/inbox")
+            second = c.get("/inbox?page=2")
+            other = c.get("/inbox?workflow=another")
+            runs = c.get("/runs?status=awaiting_approval&page=2")
+    finally:
+        b.stop()
+    order = re.findall(r'<tr data-run="(p\d\d)"', first.text)
+    assert order == [f"p{i:02d}" for i in range(26, 1, -1)]        # newest first, 25 a page
+    assert re.findall(r'<tr data-run="(p\d\d)"', second.text) == ["p01", "p00"]
+    assert "page 1 of 2 (27 in all)" in first.text and 'href="?page=2"' in first.text
+    assert "Nothing waits for a decision." in other.text
+    assert re.findall(r'<tr data-run="(p\d\d)"', runs.text) == ["p01", "p00"]

@@ -103,14 +103,16 @@ class Inbox:
         assert pending is not None and pending.approval_id is not None
         return pending.approval_id
 
-    def serve(self, **env: str) -> None:
+    def serve(self, *args: str, **env: str) -> None:
+        """Start ``fsm serve`` (extra command-line ``args``, extra environment ``env``)."""
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         full = {**os.environ, "FSM_DB": str(self.db), "FSM_WEB_SECRET": "test-secret",
                 **self.env, **env}
         full.pop("FSM_CLOCK_OFFSET", None)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "fsm", "serve", "--db", str(self.db), "--port", str(port)],
+            [sys.executable, "-m", "fsm", "serve", "--db", str(self.db), "--port", str(port),
+             *args],
             env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:

@@ -11,7 +11,7 @@ import uvicorn
 from fsm.errors import FSMError
 from fsm.store.base import Store
 from fsm.web.app import Inbox, create_app, new_secret
-from fsm.web.auth import Sessions
+from fsm.web.auth import SESSION_SECONDS, Sessions
 from fsm.web.notify import Notifier
 
 
@@ -33,7 +33,14 @@ def build(store: Store, *, host: str, port: int, public_url: str | None = None) 
     clock()  # a bad offset fails now, not on the first request
     public = (public_url or f"http://{host}:{port}").rstrip("/")
     secret = os.environ.get("FSM_WEB_SECRET") or new_secret()
-    sessions = Sessions(secret, secure=public.startswith("https://"), clock=clock)
+    raw = os.environ.get("FSM_SESSION_SECONDS") or str(SESSION_SECONDS)
+    try:
+        max_age = int(raw)
+    except ValueError:
+        raise ServeError(f"FSM_SESSION_SECONDS must be a whole number of seconds, not {raw!r}"
+                         ) from None
+    sessions = Sessions(secret, max_age=max_age, secure=public.startswith("https://"),
+                        clock=clock)
     inbox = Inbox(store=store, sessions=sessions, clock=clock)
     notifier = Notifier(store, public_url=public, workflows=inbox.workflows, clock=clock,
                         base_delay=float(os.environ.get("FSM_NOTIFY_BACKOFF") or 2.0))
