@@ -18,8 +18,18 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import BaseModel, ConfigDict
 
-from fsm import Engine, RunState, SQLiteStore
+from fsm import (
+    Action,
+    Engine,
+    RunState,
+    SQLiteStore,
+    ToolContext,
+    ToolSpec,
+    View,
+    define_workflow,
+)
 from fsm.web.accounts import add_account
 from workflows.refund import Shop, build
 from workflows.refund.clerk import clerk
@@ -188,3 +198,32 @@ def inbox(tmp_path: Path) -> Iterator[Inbox]:
     box = make_inbox(tmp_path)
     yield box
     box.stop()
+
+
+# -- a workflow with no inbox hooks: a write call that waits for a person -------------------
+
+class WireArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    to: str
+    cents: int
+
+
+def _send_wire(args: WireArgs, ctx: ToolContext) -> dict[str, Any]:
+    with open(os.environ["WIRE_LOG"], "a") as f:
+        f.write(f"{ctx.key} {args.to} {args.cents}\n")
+    return {"status": "sent"}
+
+
+#: ``web_server:WIRE``: one state, one write tool that always needs approval.
+WIRE = define_workflow(
+    "wire", transitions={"drafting": {"sent": "done"}}, tools_by_state={"drafting": ["send_wire"]},
+    initial="drafting",
+    tools=[ToolSpec("send_wire", _send_wire, "Send a wire transfer.", WireArgs, write=True,
+                    retry_safe=True, approval=True, emits=lambda r: "sent",
+                    emits_events=("sent",))],
+)
+
+
+def wire_policy(view: View) -> Action:
+    """``web_server:wire_policy``: asks for one transfer."""
+    return Action(tool="send_wire", args={"to": "ACME Ltd", "cents": 50_000})
