@@ -263,6 +263,17 @@ def test_pages_carry_the_security_headers_and_the_session_cookie_is_strict(box: 
     assert "secure" not in cookie.replace("fsm_session", "")  # plain http on loopback
 
 
+@pytest.mark.parametrize("target", ["//evil.example/x", "/\\evil.example", "https://evil.example"])
+def test_signing_in_never_redirects_off_the_site(box: Inbox, target: str) -> None:
+    with box.client() as c:
+        form = c.get("/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', form.text)
+        assert token is not None
+        signed = c.post("/login", data={"name": "priya", "password": "priya-password",
+                                        "csrf": token.group(1), "next": target})
+    assert signed.status_code == 303 and signed.headers["location"] == "/inbox"
+
+
 def test_sign_in_is_throttled_and_a_disabled_account_cannot_sign_in(tmp_path: Path) -> None:
     b = make_inbox(tmp_path)
     b.serve()

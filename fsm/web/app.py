@@ -160,7 +160,7 @@ class Routes:
         name = str(form.get("name") or "").strip()
         password = str(form.get("password") or "")
         nxt = str(form.get("next") or "/inbox")
-        if not nxt.startswith("/") or nxt.startswith("//"):
+        if not nxt.startswith("/") or nxt.startswith(("//", "/\\")):
             nxt = "/inbox"
         if not self.inbox.sessions.login_token_ok(request.cookies.get(LOGIN_COOKIE),
                                                   str(form.get("csrf") or "")):
