@@ -13,6 +13,10 @@
     ├── DiagramError                 a diagram format or rendering that cannot be done
     │   └── GraphvizMissing          SVG or PNG asked for without Graphviz's dot
     ├── ScriptExhausted              a scripted test policy ran out of actions
+    ├── AccountError                 an inbox account that cannot be created or changed
+    ├── InboxRefused                 a decision attempt the inbox refuses (a 4xx)
+    ├── NotifyError                  notifications configured in a way that cannot work
+    ├── ServeError                   the inbox server cannot start as configured
     └── RunError                     something about one run, at run time
         ├── RunNotFound
         ├── InvalidRunState          the command does not fit the run's status
@@ -87,6 +91,27 @@ class GraphvizMissing(DiagramError):
 
 class ScriptExhausted(FSMError, AssertionError):
     """A :class:`~fsm.testing.ScriptedPolicy` was asked for more actions than it holds."""
+
+
+class AccountError(FSMError):
+    """An account cannot be created or changed as asked."""
+
+
+class InboxRefused(FSMError):
+    """A decision attempt the inbox refuses; ``code`` is what the refusal log records."""
+
+    def __init__(self, code: str, message: str, status: int = 409) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+class NotifyError(FSMError):
+    """Notifications are configured in a way that cannot work."""
+
+
+class ServeError(FSMError):
+    """The server cannot start as configured."""
 
 
 class RunError(FSMError):

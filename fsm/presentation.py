@@ -5,7 +5,7 @@ an amount of money, or in which currency. A workflow that wants amounts shown (a
 release limits checked) says so with a :class:`Presentation`::
 
     Presentation(
-        summary=lambda tool, args: f"refund {rupees(args['amount_paise'])}",
+        summary=lambda tool, args, facts: f"refund {rupees(args['amount_paise'])}",
         amount=lambda tool, args: args.get("amount_paise"),
         money=rupees,
     )
@@ -13,7 +13,7 @@ release limits checked) says so with a :class:`Presentation`::
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,9 +21,12 @@ from fsm.records import canonical
 
 #: ``(tool or None, arguments) -> value``: what a paused run asks, in a workflow's terms.
 Reader = Callable[[str | None, dict[str, Any]], Any]
+#: ``(tool or None, arguments, run facts) -> one line``.
+Summary = Callable[[str | None, dict[str, Any], Mapping[str, Any]], str]
 
 
-def _plain_summary(tool: str | None, args: dict[str, Any]) -> str:
+def _plain_summary(tool: str | None, args: dict[str, Any],
+                   facts: Mapping[str, Any] | None = None) -> str:
     what = tool or "decision"
     return f"{what} {canonical(args)}" if args else what
 
@@ -36,18 +39,19 @@ def _no_amount(tool: str | None, args: dict[str, Any]) -> int | None:
 class Presentation:
     """What people read about a pending request."""
 
-    #: ``(tool, args) -> one line`` (for a waiting state, ``tool`` is ``None`` and
+    #: ``(tool, args, facts) -> one line`` (for a waiting state, ``tool`` is ``None`` and
     #: ``args`` is what is asked). Default: the tool and its arguments as JSON.
-    summary: Reader = _plain_summary
+    summary: Summary = _plain_summary
     #: ``(tool, args) -> amount in minor units, or None``: what release limits compare.
     amount: Reader = _no_amount
     #: ``minor units -> text``, e.g. ``"₹1,800"``. Default: the plain integer.
     money: Callable[[int], str] = str
 
-    def describe(self, tool: str | None, args: dict[str, Any]) -> str:
+    def describe(self, tool: str | None, args: dict[str, Any],
+                 facts: Mapping[str, Any] | None = None) -> str:
         """The request's summary; a summary function that raises falls back to plain."""
         try:
-            return str(self.summary(tool, args))
+            return str(self.summary(tool, args, facts or {}))
         except Exception:
             return _plain_summary(tool, args)
 

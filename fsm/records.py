@@ -190,6 +190,10 @@ class ApprovedCall(BaseModel):
     def events(self) -> list[str]:
         return []
 
+    def subject(self) -> dict[str, Any]:
+        """The subject of the request that was approved (its hash is ``args_hash``)."""
+        return {"kind": "call", "tool": self.tool, "args": self.args, "events": []}
+
 
 Pending = Annotated[
     CallAwaitingApproval | EventAwaitingPerson | ApprovedCall, Field(discriminator="kind")]

@@ -419,7 +419,7 @@ class Step:
 
 
 def _approved_call_problem(ctx: StepContext, run_id: str, pending: ApprovedCall) -> str | None:
-    subject = {"kind": "call", "tool": pending.tool, "args": pending.args, "events": []}
+    subject = pending.subject()
     for a in ctx.store.approvals(run_id, pending_only=False):
         if a.approval_id != pending.approval_id:
             continue

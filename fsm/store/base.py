@@ -11,7 +11,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from fsm.errors import StoreError
 from fsm.records import Approval, Effect, Event, RunState, StepCommit, ViewRecord
+from fsm.store.people import Account, Notification, Refusal
 
 
 class Store(ABC):
@@ -90,3 +92,81 @@ class Store(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""
+
+    # -- the approval inbox -------------------------------------------------------------
+    # Pages of the inbox and the runs list. These defaults are correct for any store but
+    # read everything; a store over a large database overrides them with indexed queries.
+
+    def waiting(self, workflow: str | None = None, *, limit: int = 50,
+                offset: int = 0) -> list[tuple[Approval, RunState]]:
+        """Undecided approvals of waiting runs, newest request first, with their runs."""
+        rows = []
+        for a in self.approvals(pending_only=True):
+            run = self.load_run(a.run_id)
+            if run.status == "awaiting_approval" and workflow in (None, run.workflow):
+                rows.append((a, run))
+        rows.sort(key=lambda r: (r[0].requested_at, r[0].approval_id), reverse=True)
+        return rows[offset:offset + limit]
+
+    def count_waiting(self, workflow: str | None = None) -> int:
+        return len(self.waiting(workflow, limit=2**62))
+
+    def runs_page(self, status: str | None = None, workflow: str | None = None, *,
+                  limit: int = 50, offset: int = 0) -> list[RunState]:
+        """Runs, newest first."""
+        runs = [r for r in self.list_runs(status) if workflow in (None, r.workflow)]
+        runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
+        return runs[offset:offset + limit]
+
+    def count_runs(self, status: str | None = None, workflow: str | None = None) -> int:
+        return len(self.runs_page(status, workflow, limit=2**62))
+
+    def workflow_names(self) -> list[str]:
+        """The workflows that have runs, sorted."""
+        return sorted({r.workflow for r in self.list_runs()})
+
+    def approval(self, approval_id: str) -> Approval | None:
+        for a in self.approvals(pending_only=False):
+            if a.approval_id == approval_id:
+                return a
+        return None
+
+    # Accounts, refused attempts and the notification outbox. A store that keeps them
+    # also writes a notification row inside :meth:`commit` whenever a commit requests an
+    # approval or records an expiry, in the same transaction.
+
+    def add_account(self, account: Account) -> None:
+        """Insert a new account; :class:`~fsm.store.schema.StoreError` if the name is taken."""
+        raise self._no_people()
+
+    def save_account(self, account: Account) -> None:
+        """Replace an existing account's row (password, limit, disabled)."""
+        raise self._no_people()
+
+    def account(self, name: str) -> Account | None:
+        raise self._no_people()
+
+    def accounts(self) -> list[Account]:
+        raise self._no_people()
+
+    def add_refusal(self, refusal: Refusal) -> None:
+        raise self._no_people()
+
+    def refusals(self, run_id: str) -> list[Refusal]:
+        raise self._no_people()
+
+    def notifications(self, *, approval_ids: list[str] | None = None,
+                      run_id: str | None = None) -> list[Notification]:
+        """Notification rows of these approvals (or of a run), oldest first."""
+        raise self._no_people()
+
+    def due_notifications(self, now: float, limit: int = 20) -> list[Notification]:
+        """Pending rows whose next attempt is due, oldest first."""
+        raise self._no_people()
+
+    def save_notification(self, note: Notification) -> None:
+        """Record a delivery attempt's outcome (status, attempts, next attempt, error)."""
+        raise self._no_people()
+
+    def _no_people(self) -> Exception:
+        return StoreError(f"{type(self).__name__} keeps no accounts or notifications")

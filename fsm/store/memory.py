@@ -6,10 +6,11 @@ import copy
 import threading
 from typing import Any
 
-from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunNotFound
+from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunNotFound, StoreError
 from fsm.records import GENESIS, Approval, Effect, Event, RunState, StepCommit, ViewRecord, chain
 from fsm.store.base import Store
 from fsm.store.lease import lease_is_free
+from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 
 
 class MemoryStore(Store):
@@ -23,6 +24,9 @@ class MemoryStore(Store):
         self._approvals: dict[str, Approval] = {}
         self._artifacts: dict[str, str] = {}
         self._leases: dict[str, str] = {}
+        self._accounts: dict[str, Account] = {}
+        self._refusals: list[Refusal] = []
+        self._notifications: dict[str, Notification] = {}
 
     def create_run(self, run: RunState, commit: StepCommit | None = None) -> RunState:
         with self._lock:
@@ -85,6 +89,7 @@ class MemoryStore(Store):
                     update={"decision": d.decision, "reviewer": d.reviewer, "note": d.note,
                             "decided_at": d.time})
             self._artifacts.update(commit.artifacts)
+            self._outbox(commit)
             return new.model_copy(deep=True)
 
     def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
@@ -163,3 +168,64 @@ class MemoryStore(Store):
         with self._lock:
             if self._leases.get(run_id) == owner:
                 del self._leases[run_id]
+
+    # -- the approval inbox: accounts, refusals, the notification outbox ---------------
+
+    def _outbox(self, c: StepCommit) -> None:
+        new_id = c.new_approval.approval_id if c.new_approval is not None else None
+        for aid, kind in outbox_rows(new_id, c.decision):
+            key = notification_key(aid, kind)
+            self._notifications.setdefault(key, Notification(
+                key=key, run_id=c.run.run_id, approval_id=aid, kind=kind,
+                created_at=c.run.updated_at, next_attempt_at=c.run.updated_at,
+            ))
+
+    def add_account(self, account: Account) -> None:
+        with self._lock:
+            if account.name in self._accounts:
+                raise StoreError(f"account {account.name!r} already exists")
+            self._accounts[account.name] = account.model_copy()
+
+    def save_account(self, account: Account) -> None:
+        with self._lock:
+            if account.name not in self._accounts:
+                raise StoreError(f"no account {account.name!r}")
+            self._accounts[account.name] = account.model_copy()
+
+    def account(self, name: str) -> Account | None:
+        with self._lock:
+            a = self._accounts.get(name)
+            return a.model_copy() if a else None
+
+    def accounts(self) -> list[Account]:
+        with self._lock:
+            return [a.model_copy() for _, a in sorted(self._accounts.items())]
+
+    def add_refusal(self, refusal: Refusal) -> None:
+        with self._lock:
+            n = len(self._refusals) + 1
+            self._refusals.append(refusal.model_copy(update={"refusal_id": n}))
+
+    def refusals(self, run_id: str) -> list[Refusal]:
+        with self._lock:
+            return [r.model_copy() for r in self._refusals if r.run_id == run_id]
+
+    def notifications(self, *, approval_ids: list[str] | None = None,
+                      run_id: str | None = None) -> list[Notification]:
+        with self._lock:
+            rows = [n for n in self._notifications.values()
+                    if (approval_ids is not None and n.approval_id in approval_ids)
+                    or (approval_ids is None and n.run_id == run_id)]
+            return [n.model_copy() for n in sorted(rows, key=lambda n: (n.created_at, n.key))]
+
+    def due_notifications(self, now: float, limit: int = 20) -> list[Notification]:
+        with self._lock:
+            rows = [n for n in self._notifications.values()
+                    if n.status == "pending" and n.next_attempt_at <= now]
+            rows.sort(key=lambda n: (n.next_attempt_at, n.key))
+            return [n.model_copy() for n in rows[:limit]]
+
+    def save_notification(self, note: Notification) -> None:
+        with self._lock:
+            if note.key in self._notifications:
+                self._notifications[note.key] = note.model_copy()

@@ -102,4 +102,51 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX effects_run ON effects (run_id, key)
     """,
+    # 4: the approval inbox: accounts, refused decision attempts, the notification
+    # outbox, and indexes for its pages (newest waiting approvals, newest runs).
+    """
+    CREATE TABLE accounts (
+        name TEXT PRIMARY KEY,
+        role TEXT NOT NULL CHECK (role IN ('approver', 'auditor')),
+        password_hash TEXT NOT NULL,
+        release_limit INTEGER,
+        disabled INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE web_refusals (
+        refusal_id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL,
+        approval_id TEXT,
+        account TEXT,
+        action TEXT NOT NULL,
+        code TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        at REAL NOT NULL,
+        remote TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX web_refusals_run ON web_refusals (run_id, refusal_id);
+    CREATE TABLE notifications (
+        key TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        approval_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('waiting', 'expired')),
+        created_at REAL NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending'
+            CHECK (status IN ('pending', 'delivered', 'failed', 'unsent')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL DEFAULT 0,
+        last_error TEXT,
+        delivered_at REAL
+    );
+    CREATE INDEX notifications_due ON notifications (status, next_attempt_at);
+    CREATE INDEX notifications_approval ON notifications (approval_id);
+    CREATE INDEX notifications_run ON notifications (run_id);
+    CREATE INDEX approvals_waiting ON approvals (decision, requested_at, approval_id, run_id);
+    CREATE INDEX approvals_run ON approvals (run_id, requested_at);
+    CREATE INDEX runs_id_status ON runs (run_id, status, workflow);
+    CREATE INDEX runs_created ON runs (created_at, run_id);
+    CREATE INDEX runs_workflow_created ON runs (workflow, created_at, run_id);
+    CREATE INDEX runs_status_created ON runs (status, created_at, run_id)
+    """,
 ]

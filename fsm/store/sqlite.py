@@ -37,6 +37,7 @@ from fsm.records import (
 )
 from fsm.store.base import Store
 from fsm.store.lease import lease_is_free
+from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 from fsm.store.schema import MIGRATIONS
 
 _EVENT_COLS = (
@@ -203,6 +204,7 @@ class SQLiteStore(Store):
                 "WHERE key = ?", (canonical(result), error, new.updated_at, key),
             )
         self._approvals(db, run_id, c)
+        self._outbox(db, c)
         for sha, content in c.artifacts.items():
             db.execute("INSERT OR IGNORE INTO artifacts (sha256, content, size) VALUES (?, ?, ?)",
                        (sha, content, len(content)))
@@ -356,6 +358,169 @@ class SQLiteStore(Store):
         with self._tx() as db:
             db.execute("UPDATE runs SET lease_owner = NULL WHERE run_id = ? AND lease_owner = ?",
                        (run_id, owner))
+
+    # -- the approval inbox: pages, accounts, refusals, the notification outbox --------
+
+    def _outbox(self, db: sqlite3.Connection, c: StepCommit) -> None:
+        """Write the commit's notifications in its own transaction (the outbox)."""
+        new_id = c.new_approval.approval_id if c.new_approval is not None else None
+        for aid, kind in outbox_rows(new_id, c.decision):
+            db.execute(
+                "INSERT OR IGNORE INTO notifications (key, run_id, approval_id, kind, "
+                "created_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (notification_key(aid, kind), c.run.run_id, aid, kind, c.run.updated_at,
+                 c.run.updated_at),
+            )
+
+    def waiting(self, workflow: str | None = None, *, limit: int = 50,
+                offset: int = 0) -> list[tuple[Approval, RunState]]:
+        cols = ", ".join(f"a.{c}" for c in _APPROVAL_COLS)
+        sql = (f"SELECT {cols}, r.snapshot AS snapshot, r.version AS version FROM approvals a "
+               "JOIN runs r ON r.run_id = a.run_id WHERE a.decision IS NULL "
+               "AND r.status = 'awaiting_approval'")
+        args: list[Any] = []
+        if workflow is not None:
+            sql += " AND r.workflow = ?"
+            args.append(workflow)
+        sql += " ORDER BY a.requested_at DESC, a.approval_id DESC LIMIT ? OFFSET ?"
+        out = []
+        for row in self._read(sql, (*args, int(limit), int(offset))):
+            d = dict(row)
+            out.append((_approval(d), _run(d.pop("snapshot"), d.pop("version"))))
+        return out
+
+    def count_waiting(self, workflow: str | None = None) -> int:
+        sql = ("SELECT COUNT(*) FROM approvals a JOIN runs r ON r.run_id = a.run_id "
+               "WHERE a.decision IS NULL AND r.status = 'awaiting_approval'")
+        if workflow is None:
+            return int(self._read(sql)[0][0])
+        return int(self._read(sql + " AND r.workflow = ?", (workflow,))[0][0])
+
+    def _runs_where(self, status: str | None, workflow: str | None) -> tuple[str, list[Any]]:
+        where, args = [], []
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        if workflow is not None:
+            where.append("workflow = ?")
+            args.append(workflow)
+        return (" WHERE " + " AND ".join(where)) if where else "", args
+
+    def runs_page(self, status: str | None = None, workflow: str | None = None, *,
+                  limit: int = 50, offset: int = 0) -> list[RunState]:
+        where, args = self._runs_where(status, workflow)
+        rows = self._read(f"SELECT snapshot, version FROM runs{where} "
+                          "ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?",
+                          (*args, int(limit), int(offset)))
+        return [_run(r["snapshot"], r["version"]) for r in rows]
+
+    def count_runs(self, status: str | None = None, workflow: str | None = None) -> int:
+        where, args = self._runs_where(status, workflow)
+        return int(self._read(f"SELECT COUNT(*) FROM runs{where}", tuple(args))[0][0])
+
+    def workflow_names(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT DISTINCT workflow FROM runs ORDER BY workflow")]
+
+    def approval(self, approval_id: str) -> Approval | None:
+        rows = self._read(f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals "
+                          "WHERE approval_id = ?", (approval_id,))
+        return _approval(dict(rows[0])) if rows else None
+
+    def add_account(self, account: Account) -> None:
+        with self._tx() as db:
+            try:
+                db.execute(f"INSERT INTO accounts ({_ACCOUNT_SQL}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           _account_row(account))
+            except sqlite3.IntegrityError:
+                raise StoreError(f"account {account.name!r} already exists") from None
+
+    def save_account(self, account: Account) -> None:
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE accounts SET role = ?, password_hash = ?, release_limit = ?, "
+                "disabled = ?, updated_at = ? WHERE name = ?",
+                (account.role, account.password_hash, account.limit, int(account.disabled),
+                 account.updated_at, account.name),
+            )
+            if cur.rowcount != 1:
+                raise StoreError(f"no account {account.name!r}")
+
+    def account(self, name: str) -> Account | None:
+        rows = self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts WHERE name = ?", (name,))
+        return _account(rows[0]) if rows else None
+
+    def accounts(self) -> list[Account]:
+        return [_account(r) for r in self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts "
+                                                "ORDER BY name")]
+
+    def add_refusal(self, refusal: Refusal) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO web_refusals (run_id, approval_id, account, action, code, reason, "
+                "at, remote) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (refusal.run_id, refusal.approval_id, refusal.account, refusal.action,
+                 refusal.code, refusal.reason, refusal.at, refusal.remote),
+            )
+
+    def refusals(self, run_id: str) -> list[Refusal]:
+        rows = self._read("SELECT * FROM web_refusals WHERE run_id = ? ORDER BY refusal_id",
+                          (run_id,))
+        return [Refusal.model_validate(dict(r)) for r in rows]
+
+    def notifications(self, *, approval_ids: list[str] | None = None,
+                      run_id: str | None = None) -> list[Notification]:
+        if approval_ids is not None:
+            if not approval_ids:
+                return []
+            marks = ", ".join("?" * len(approval_ids))
+            rows = self._read(f"SELECT * FROM notifications WHERE approval_id IN ({marks}) "
+                              "ORDER BY created_at, key", tuple(approval_ids))
+        else:
+            rows = self._read("SELECT * FROM notifications WHERE run_id = ? "
+                              "ORDER BY created_at, key", (run_id,))
+        return [Notification.model_validate(dict(r)) for r in rows]
+
+    def due_notifications(self, now: float, limit: int = 20) -> list[Notification]:
+        rows = self._read("SELECT * FROM notifications WHERE status = 'pending' AND "
+                          "next_attempt_at <= ? ORDER BY next_attempt_at, key LIMIT ?",
+                          (now, int(limit)))
+        return [Notification.model_validate(dict(r)) for r in rows]
+
+    def save_notification(self, note: Notification) -> None:
+        with self._tx() as db:
+            db.execute(
+                "UPDATE notifications SET status = ?, attempts = ?, next_attempt_at = ?, "
+                "last_error = ?, delivered_at = ? WHERE key = ?",
+                (note.status, note.attempts, note.next_attempt_at, note.last_error,
+                 note.delivered_at, note.key),
+            )
+
+
+_ACCOUNT_SQL = "name, role, password_hash, release_limit, disabled, created_at, updated_at"
+
+
+def _account_row(a: Account) -> tuple[Any, ...]:
+    return (a.name, a.role, a.password_hash, a.limit, int(a.disabled), a.created_at,
+            a.updated_at)
+
+
+def _account(row: sqlite3.Row) -> Account:
+    d = dict(row)
+    d["limit"] = d.pop("release_limit")
+    d["disabled"] = bool(d["disabled"])
+    return Account.model_validate(d)
+
+
+def _approval(d: dict[str, Any]) -> Approval:
+    d = {k: d[k] for k in _APPROVAL_COLS}
+    d["args"] = json.loads(d["args"])
+    return Approval.model_validate(d)
+
+
+def _run(snapshot: str, version: int) -> RunState:
+    data = json.loads(snapshot)
+    data["version"] = version
+    return RunState.model_validate(data)
 
 
 def _effect(row: sqlite3.Row) -> Effect:

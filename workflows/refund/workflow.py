@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
@@ -85,11 +86,14 @@ def rupees(paise: int) -> str:
     return f"₹{whole:,}" + (f".{rest:02d}" if rest else "")
 
 
-def _summary(tool: str | None, args: dict[str, Any]) -> str:
+def _summary(tool: str | None, args: dict[str, Any], facts: Mapping[str, Any]) -> str:
+    """``refund ₹12,000 for the headphones of order A-1002``."""
     amount = args.get("amount_paise")
     money = rupees(amount) if isinstance(amount, int) else "?"
-    where = f" of order {args['order_id']}" if "order_id" in args else ""
-    return f"refund {money} for {args.get('item_id', '?')}{where}"
+    order = facts.get("order") or {}
+    what = order.get("item_name") or args.get("item_id") or "an item"
+    order_id = order.get("order_id") or args.get("order_id")
+    return f"refund {money} for the {what}" + (f" of order {order_id}" if order_id else "")
 
 
 PRESENTATION = Presentation(
@@ -257,6 +261,16 @@ def _matches_decision(args: RefundArgs, facts: Any) -> str | None:
     if got != wanted:
         return f"arguments must equal the decided refund {wanted}"
     return None
+
+
+# -- what a person is asked (the approval inbox reads these through settings) -----------
+
+def rupees(paise: int) -> str:
+    """``₹12,000`` or ``₹12,000.50``."""
+    whole, rest = divmod(int(paise), 100)
+    return f"₹{whole:,}" + (f".{rest:02d}" if rest else "")
+
+
 
 
 def build(shop: Shop | ShopSource | None = None) -> WorkflowSpec:

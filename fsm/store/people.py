@@ -1,0 +1,85 @@
+"""What the approval inbox keeps beside the runs: accounts, refused attempts, notifications.
+
+These rows live in the same database as the runs, so a pause and its notification
+commit together (a transactional outbox) and an auditor reads refusals next to the log.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from fsm.records import ApprovalDecision
+
+Role = Literal["approver", "auditor"]
+#: ``pending``: not delivered yet (retried with backoff); ``delivered``: every webhook
+#: answered 2xx; ``failed``: gave up after the last attempt; ``unsent``: no webhook was
+#: configured when it was due.
+DeliveryStatus = Literal["pending", "delivered", "failed", "unsent"]
+#: ``waiting``: a run started to wait for a person; ``expired``: its approval expired.
+NotificationKind = Literal["waiting", "expired"]
+
+
+class Account(BaseModel):
+    """A person who signs in to the inbox."""
+
+    name: str
+    role: Role
+    #: argon2 hash of the password (never the password).
+    password_hash: str
+    #: Release limit in the workflow's minor units; ``None``: no limit (approvers only).
+    limit: int | None = None
+    disabled: bool = False
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class Refusal(BaseModel):
+    """A decision attempt the inbox refused: who, what, why, when, from where."""
+
+    refusal_id: int = 0
+    run_id: str
+    approval_id: str | None = None
+    #: The signed-in account, or what the request claimed when nobody was signed in.
+    account: str | None = None
+    #: What was attempted: ``approve`` or ``deny``.
+    action: str
+    #: A short code (``csrf``, ``stale``, ``decided``, ``expired``, ``self``, ``limit``,
+    #: ``role``, ``session``, ``note``) and the message the person was shown.
+    code: str
+    reason: str
+    at: float
+    #: The client address the request came from.
+    remote: str = ""
+
+
+class Notification(BaseModel):
+    """An outbox row: someone must be told that a run waits (or stopped waiting)."""
+
+    #: The dedupe key, also sent to receivers: ``{approval_id}:{kind}``.
+    key: str
+    run_id: str
+    approval_id: str
+    kind: NotificationKind
+    created_at: float
+    status: DeliveryStatus = "pending"
+    attempts: int = 0
+    next_attempt_at: float = 0.0
+    last_error: str | None = None
+    delivered_at: float | None = None
+
+
+def notification_key(approval_id: str, kind: str) -> str:
+    return f"{approval_id}:{kind}"
+
+
+def outbox_rows(new_approval_id: str | None,
+                decision: ApprovalDecision | None) -> list[tuple[str, NotificationKind]]:
+    """(approval id, kind) of the notifications a commit must write with it."""
+    rows: list[tuple[str, NotificationKind]] = []
+    if new_approval_id is not None:
+        rows.append((new_approval_id, "waiting"))
+    if decision is not None and decision.decision == "expired":
+        rows.append((decision.approval_id, "expired"))
+    return rows

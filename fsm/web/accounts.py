@@ -1,0 +1,93 @@
+"""Accounts of the inbox: argon2 password hashes, kept in the run database."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+
+from fsm.errors import AccountError
+from fsm.store.base import Store
+from fsm.store.people import Account, Role
+
+_HASHER = PasswordHasher()
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+#: Shortest password accepted.
+MIN_PASSWORD = 8
+ROLES: tuple[Role, ...] = ("approver", "auditor")
+
+
+
+
+def hash_password(password: str) -> str:
+    if len(password) < MIN_PASSWORD:
+        raise AccountError(f"the password must have at least {MIN_PASSWORD} characters")
+    return _HASHER.hash(password)
+
+
+def check_password(account: Account, password: str) -> bool:
+    try:
+        return _HASHER.verify(account.password_hash, password)
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+#: Verified against when the name is unknown, so a wrong name costs as long as a wrong
+#: password and the timing does not tell which names exist.
+_DUMMY = _HASHER.hash("not a password of anyone")
+
+
+def authenticate(store: Store, name: str, password: str) -> Account | None:
+    """The enabled account with this name and password, else ``None``."""
+    account = store.account(name)
+    if account is None:
+        try:
+            _HASHER.verify(_DUMMY, password)
+        except VerificationError:
+            pass
+        return None
+    if not check_password(account, password) or account.disabled:
+        return None
+    return account
+
+
+def add_account(store: Store, name: str, role: str, password: str,
+                limit: int | None = None) -> Account:
+    if not _NAME.match(name):
+        raise AccountError(f"account name {name!r} is not allowed (letters, digits and . _ @ -, "
+                           "starting with a letter or digit, at most 64)")
+    if role not in ROLES:
+        raise AccountError(f"unknown role {role!r} (allowed: {', '.join(ROLES)})")
+    if limit is not None and role != "approver":
+        raise AccountError("--limit is a release limit: only approvers have one")
+    if limit is not None and limit < 0:
+        raise AccountError(f"--limit must be a non-negative amount in minor units, not {limit}")
+    now = time.time()
+    account = Account(name=name, role=role,  # type: ignore[arg-type]
+                      password_hash=hash_password(password), limit=limit,
+                      created_at=now, updated_at=now)
+    store.add_account(account)
+    return account
+
+
+def _existing(store: Store, name: str) -> Account:
+    account = store.account(name)
+    if account is None:
+        raise AccountError(f"no account {name!r}; create it with fsm users add")
+    return account
+
+
+def set_password(store: Store, name: str, password: str) -> Account:
+    account = _existing(store, name).model_copy(update={
+        "password_hash": hash_password(password), "updated_at": time.time()})
+    store.save_account(account)
+    return account
+
+
+def set_disabled(store: Store, name: str, disabled: bool = True) -> Account:
+    account = _existing(store, name).model_copy(update={
+        "disabled": disabled, "updated_at": time.time()})
+    store.save_account(account)
+    return account

@@ -1,0 +1,316 @@
+"""The inbox's routes: parse, check the session and the CSRF token, call the library, render.
+
+No business rule lives here or in a template: rights and decisions are in
+:mod:`fsm.web.decisions`, what a page shows in :mod:`fsm.web.pages`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from fsm.errors import RunNotFound
+from fsm.store.base import Store
+from fsm.store.people import Account, Refusal
+from fsm.web import pages
+from fsm.web.accounts import authenticate
+from fsm.web.auth import HEADERS, LOGIN_COOKIE, SESSION_COOKIE, Session, Sessions, Throttle, same
+from fsm.web.decisions import InboxRefused, Workflows, decide, iso
+
+HERE = Path(__file__).parent
+
+
+@dataclass
+class Inbox:
+    """Everything the routes share."""
+
+    store: Store
+    sessions: Sessions
+    clock: Callable[[], float] = time.time
+    throttle: Throttle = field(default_factory=Throttle)
+    workflows: Workflows = field(default_factory=Workflows)
+    diagrams: pages.Diagrams = field(default_factory=pages.Diagrams)
+    #: Extra lines for the inbox (e.g. where notifications go).
+    notes: list[str] = field(default_factory=list)
+
+
+def _stamp(account: Account) -> str:
+    """Changes when the password changes, so older sessions stop working."""
+    return hashlib.sha256(account.password_hash.encode()).hexdigest()[:16]
+
+
+class SecurityHeaders:
+    """Add the security headers to every response, and ``Server-Timing: app;dur=MS``: the
+    time from the request's arrival to its response headers (the page is rendered by then)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        started = time.perf_counter()
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                took = (time.perf_counter() - started) * 1000
+                headers.append((b"server-timing", f"app;dur={took:.2f}".encode()))
+                present = {k.lower() for k, _ in headers}
+                for k, v in HEADERS.items():
+                    if k.lower().encode() not in present:
+                        headers.append((k.lower().encode(), v.encode()))
+                message["headers"] = headers
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+def _env() -> Environment:
+    env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                      autoescape=select_autoescape(["html"]))
+    env.filters["iso"] = iso
+    env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, sort_keys=True)
+    env.filters["cost"] = lambda micros: f"{micros / 1e6:.6f}".rstrip("0").rstrip(".")
+    return env
+
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def remote(request: Request) -> str:
+    return request.client.host if request.client else ""
+
+
+def _query(**q: Any) -> str:
+    return urlencode({k: v for k, v in q.items() if v})
+
+
+class Routes:
+    """The handlers: each parses, checks the session (and on POST the CSRF token), calls
+    the library, renders."""
+
+    def __init__(self, inbox: Inbox) -> None:
+        self.inbox = inbox
+        self.env = _env()
+
+    def render(self, request: Request, name: str, status: int = 200,
+               **ctx: Any) -> HTMLResponse:
+        ctx.setdefault("me", getattr(request.state, "account", None))
+        ctx.setdefault("csrf", getattr(request.state, "csrf", ""))
+        return HTMLResponse(self.env.get_template(name).render(request=request, **ctx),
+                            status_code=status)
+
+    def signed_in(self, request: Request) -> tuple[Account, Session] | None:
+        session = self.inbox.sessions.read(request.cookies.get(SESSION_COOKIE))
+        if session is None:
+            return None
+        name, _, stamp = session.name.partition("|")
+        account = self.inbox.store.account(name)
+        if account is None or account.disabled or stamp != _stamp(account):
+            return None
+        request.state.account = account
+        request.state.csrf = session.csrf
+        return account, session
+
+    def page(self, handler: Callable[[Request, Account], Awaitable[Response]]) -> Handler:
+        """A GET page for signed-in accounts; others go to the sign-in form."""
+        async def wrapped(request: Request) -> Response:
+            who = await run_in_threadpool(self.signed_in, request)
+            if who is None:
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                return RedirectResponse(f"/login?next={quote(target)}", status_code=303)
+            return await handler(request, who[0])
+        return wrapped
+
+    # -- signing in and out ---------------------------------------------------------------
+
+    def login_form(self, request: Request, status: int = 200, error: str = "",
+                   nxt: str | None = None) -> Response:
+        cookie, token = self.inbox.sessions.login_token()
+        nxt = nxt or request.query_params.get("next", "/inbox")
+        resp = self.render(request, "login.html", status, login_token=token, next=nxt,
+                           error=error)
+        resp.set_cookie(LOGIN_COOKIE, cookie, **self.inbox.sessions.cookie_options(1800))
+        return resp
+
+    async def login_get(self, request: Request) -> Response:
+        return self.login_form(request)
+
+    async def login_post(self, request: Request) -> Response:
+        form = await request.form()
+        name = str(form.get("name") or "").strip()
+        password = str(form.get("password") or "")
+        nxt = str(form.get("next") or "/inbox")
+        if not nxt.startswith("/") or nxt.startswith(("//", "/\\")):
+            nxt = "/inbox"
+        if not self.inbox.sessions.login_token_ok(request.cookies.get(LOGIN_COOKIE),
+                                                  str(form.get("csrf") or "")):
+            return self.login_form(request, 403, "the sign-in form expired; please sign in "
+                                   "again", nxt)
+        wait = self.inbox.throttle.wait(name, remote(request))
+        if wait > 0:
+            return self.login_form(request, 429, f"too many failed sign-ins: try again in "
+                                   f"{int(wait) + 1} seconds", nxt)
+        account = await run_in_threadpool(authenticate, self.inbox.store, name, password)
+        if account is None:
+            self.inbox.throttle.failed(name, remote(request))
+            return self.login_form(request, 401, "wrong name or password, or the account is "
+                                   "disabled", nxt)
+        self.inbox.throttle.succeeded(name)
+        cookie, _ = self.inbox.sessions.issue(f"{account.name}|{_stamp(account)}")
+        resp = RedirectResponse(nxt, status_code=303)
+        resp.set_cookie(SESSION_COOKIE, cookie,
+                        **self.inbox.sessions.cookie_options(self.inbox.sessions.max_age))
+        resp.delete_cookie(LOGIN_COOKIE, path="/")
+        return resp
+
+    async def logout(self, request: Request) -> Response:
+        form = await request.form()
+        who = await run_in_threadpool(self.signed_in, request)
+        if who is not None and not same(str(form.get("csrf") or ""), who[1].csrf):
+            return PlainTextResponse("bad CSRF token", status_code=403)
+        resp = RedirectResponse("/login", status_code=303)
+        resp.delete_cookie(SESSION_COOKIE, path="/")
+        return resp
+
+    # -- pages ----------------------------------------------------------------------------
+
+    async def home(self, request: Request, me: Account) -> Response:
+        return RedirectResponse("/inbox", status_code=303)
+
+    async def inbox_page(self, request: Request, me: Account) -> Response:
+        workflow = request.query_params.get("workflow") or None
+        number = pages.page_number(request.query_params.get("page"))
+        rows, pager = await run_in_threadpool(pages.inbox, self.inbox.store,
+                                              self.inbox.workflows, self.inbox.clock(),
+                                              workflow, number)
+        names = await run_in_threadpool(self.inbox.store.workflow_names)
+        return self.render(request, "inbox.html", rows=rows, pager=pager,
+                           workflow=workflow or "", workflows=names, notes=self.inbox.notes,
+                           query=_query)
+
+    async def approval_get(self, request: Request, me: Account) -> Response:
+        aid = request.path_params["approval_id"]
+        approval = await run_in_threadpool(self.inbox.store.approval, aid)
+        if approval is None:
+            return self.render(request, "message.html", 404, title="Not found",
+                               message=f"no approval {aid!r}")
+        data = await run_in_threadpool(pages.approval_page, self.inbox.store,
+                                       self.inbox.workflows, self.inbox.diagrams, approval,
+                                       self.inbox.clock(),
+                                       me.limit if me.role == "approver" else None)
+        return self.render(request, "approval.html", p=data,
+                           can_decide=me.role == "approver" and data.open and data.bound)
+
+    def refuse(self, request: Request, run_id: str, aid: str, action: str, code: str,
+               message: str, status: int, account: str | None) -> Response:
+        """Record a refused attempt where an auditor sees it, and tell the person."""
+        self.inbox.store.add_refusal(Refusal(
+            run_id=run_id, approval_id=aid, account=account, action=action or "?", code=code,
+            reason=message, at=self.inbox.clock(), remote=remote(request)))
+        return self.render(request, "message.html", status, title="Not decided", code=code,
+                           message=message, back=f"/approvals/{aid}")
+
+    async def approval_post(self, request: Request) -> Response:
+        aid = request.path_params["approval_id"]
+        form = await request.form()
+        action = str(form.get("action") or "")
+        who = await run_in_threadpool(self.signed_in, request)
+        approval = await run_in_threadpool(self.inbox.store.approval, aid)
+        where = (request, approval.run_id if approval is not None else "", aid, action)
+        if who is None:
+            return await run_in_threadpool(
+                self.refuse, *where, "session", "you are not signed in (or your session "
+                "expired): sign in and decide again; nothing was decided", 401, None)
+        me, session = who
+        if not same(str(form.get("csrf") or ""), session.csrf):
+            return await run_in_threadpool(
+                self.refuse, *where, "csrf", "the form's security token is missing or wrong "
+                "(a form from another site, or an old tab): reload the page; nothing was "
+                "decided", 403, me.name)
+        try:
+            await run_in_threadpool(
+                decide, self.inbox.store, self.inbox.workflows, me, aid, action,
+                str(form.get("note") or ""), str(form.get("args_hash") or ""),
+                str(form.get("run_version") or ""), clock=self.inbox.clock)
+        except InboxRefused as exc:
+            return await run_in_threadpool(self.refuse, *where, exc.code, str(exc), exc.status,
+                                           me.name)
+        return RedirectResponse(f"/approvals/{aid}?decided=1", status_code=303)
+
+    def _runs(self, status: str | None, workflow: str | None,
+              number: int) -> tuple[list[Any], pages.Pager, list[str]]:
+        store = self.inbox.store
+        pager = pages.Pager(number, store.count_runs(status, workflow))
+        runs = store.runs_page(status, workflow, limit=pager.size, offset=pager.offset)
+        return runs, pager, store.workflow_names()
+
+    async def runs_page(self, request: Request, me: Account) -> Response:
+        status = request.query_params.get("status") or None
+        workflow = request.query_params.get("workflow") or None
+        number = pages.page_number(request.query_params.get("page"))
+        runs, pager, names = await run_in_threadpool(self._runs, status, workflow, number)
+        return self.render(request, "runs.html", runs=runs, pager=pager,
+                           now=self.inbox.clock(), status_filter=status or "",
+                           workflow=workflow or "", workflows=names, age=pages.age,
+                           statuses=STATUSES, query=_query)
+
+    async def run_get(self, request: Request, me: Account) -> Response:
+        run_id = request.path_params["run_id"]
+        try:
+            data = await run_in_threadpool(pages.run_page, self.inbox.store,
+                                           self.inbox.workflows, self.inbox.diagrams, run_id)
+        except RunNotFound:
+            return self.render(request, "message.html", 404, title="Not found",
+                               message=f"no run {run_id!r}")
+        return self.render(request, "run.html", p=data)
+
+    async def healthz(self, request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+
+def create_app(inbox: Inbox) -> Starlette:
+    """The inbox as an ASGI app."""
+    r = Routes(inbox)
+    routes = [
+        Route("/", r.page(r.home)), Route("/healthz", r.healthz),
+        Route("/login", r.login_get, methods=["GET"]),
+        Route("/login", r.login_post, methods=["POST"]),
+        Route("/logout", r.logout, methods=["POST"]),
+        Route("/inbox", r.page(r.inbox_page)),
+        Route("/approvals/{approval_id}", r.page(r.approval_get), methods=["GET"]),
+        Route("/approvals/{approval_id}/decide", r.approval_post, methods=["POST"]),
+        Route("/runs", r.page(r.runs_page)),
+        Route("/runs/{run_id}", r.page(r.run_get)),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+    app = Starlette(routes=routes)
+    app.add_middleware(SecurityHeaders)
+    return app
+
+
+STATUSES = ["running", "awaiting_approval", "done", "failed", "budget_exhausted",
+            "handed_over", "model_unavailable"]
+
+
+def new_secret() -> str:
+    return secrets.token_urlsafe(32)

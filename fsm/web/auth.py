@@ -1,0 +1,133 @@
+"""Sessions, CSRF tokens, the sign-in throttle and the security headers.
+
+A session is a signed cookie (itsdangerous) holding the account name, a CSRF token
+and the time it was issued; it is HttpOnly, SameSite=Strict, Secure over HTTPS, and
+expires. Every form carries the session's CSRF token; every POST checks it. The
+sign-in form, used before there is a session, carries the token of a short-lived
+signed cookie of its own.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from itsdangerous import BadSignature, URLSafeTimedSerializer
+
+SESSION_COOKIE = "fsm_session"
+LOGIN_COOKIE = "fsm_login"
+#: How long a session lasts (seconds).
+SESSION_SECONDS = 8 * 3600
+LOGIN_SECONDS = 1800
+
+#: Content-Security-Policy: no scripts at all, styles from our own stylesheet, no framing.
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "Cross-Origin-Opener-Policy": "same-origin",
+}
+
+
+@dataclass(frozen=True)
+class Session:
+    name: str
+    csrf: str
+    issued: float
+
+
+class Sessions:
+    """Issue and read signed session cookies."""
+
+    def __init__(self, secret: str, *, max_age: int = SESSION_SECONDS, secure: bool = False,
+                 clock: Any = time.time) -> None:
+        self._signer = URLSafeTimedSerializer(secret, salt="fsm-session")
+        self._login = URLSafeTimedSerializer(secret, salt="fsm-login")
+        self.max_age = max_age
+        self.secure = secure
+        self.clock = clock
+
+    def issue(self, name: str) -> tuple[str, Session]:
+        s = Session(name=name, csrf=secrets.token_urlsafe(32), issued=self.clock())
+        return self._signer.dumps({"n": s.name, "c": s.csrf, "t": s.issued}), s
+
+    def read(self, cookie: str | None) -> Session | None:
+        if not cookie:
+            return None
+        try:
+            data = self._signer.loads(cookie, max_age=self.max_age)
+            return Session(name=str(data["n"]), csrf=str(data["c"]), issued=float(data["t"]))
+        except (BadSignature, KeyError, TypeError, ValueError):
+            return None
+
+    def login_token(self) -> tuple[str, str]:
+        """(cookie value, form token) for the sign-in form."""
+        token = secrets.token_urlsafe(32)
+        return self._login.dumps(token), token
+
+    def login_token_ok(self, cookie: str | None, form_token: str | None) -> bool:
+        if not cookie or not form_token:
+            return False
+        try:
+            expected = self._login.loads(cookie, max_age=LOGIN_SECONDS)
+        except BadSignature:
+            return False
+        return same(str(expected), form_token)
+
+    def cookie_options(self, max_age: int) -> dict[str, Any]:
+        return {"max_age": max_age, "httponly": True, "samesite": "strict",
+                "secure": self.secure, "path": "/"}
+
+
+def same(a: str | None, b: str | None) -> bool:
+    """Constant-time comparison of two tokens."""
+    if not a or not b:
+        return False
+    return hmac.compare_digest(a.encode(), b.encode())
+
+
+@dataclass
+class Throttle:
+    """At most ``attempts`` failed sign-ins per name, and ``per_address`` per client
+    address, in any ``window`` seconds."""
+
+    attempts: int = 5
+    per_address: int = 20
+    window: float = 300.0
+    clock: Any = time.time
+    _failures: dict[str, deque[float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _recent(self, key: str, now: float) -> deque[float]:
+        q = self._failures.setdefault(key, deque())
+        while q and q[0] <= now - self.window:
+            q.popleft()
+        return q
+
+    def wait(self, name: str, remote: str) -> float:
+        """Seconds until another attempt is allowed (0: now)."""
+        now = self.clock()
+        with self._lock:
+            limits = ((f"n:{name.casefold()}", self.attempts), (f"a:{remote}", self.per_address))
+            waits = [q[0] + self.window - now for key, limit in limits
+                     if len(q := self._recent(key, now)) >= limit]
+        return max(waits, default=0.0)
+
+    def failed(self, name: str, remote: str) -> None:
+        now = self.clock()
+        with self._lock:
+            for key in (f"n:{name.casefold()}", f"a:{remote}"):
+                self._recent(key, now).append(now)
+
+    def succeeded(self, name: str) -> None:
+        with self._lock:
+            self._failures.pop(f"n:{name.casefold()}", None)

@@ -1,0 +1,183 @@
+"""Deciding from the inbox: the account's rights, then the same ``Engine.decide`` as the CLI.
+
+The web adds only what a signed-in person brings: the reviewer is the account, an
+auditor never decides, an approver's release limit, and that the page the person
+saw is still the request (its args hash and run version). Everything else — decided
+once, bound to the request, refused when expired or stale, nobody approves their own
+run — is :meth:`fsm.runtime.engine.Engine.decide`, exactly as ``fsm approve`` runs it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fsm.errors import (
+    ApprovalAlreadyDecided,
+    ApprovalExpired,
+    ApprovalRefused,
+    ApprovalStale,
+    ConcurrentUpdate,
+    DefinitionChanged,
+    FSMError,
+    InboxRefused,
+    NothingPending,
+    RunLocked,
+)
+from fsm.presentation import PLAIN
+from fsm.records import Approval, RunState, canonical
+from fsm.registry import default_policy, load_policy, load_workflow
+from fsm.runtime.compaction import Compactor
+from fsm.runtime.engine import Engine
+from fsm.spec import WorkflowSpec
+from fsm.store.base import Store
+from fsm.store.people import Account
+
+
+def iso(t: float | None) -> str:
+    if t is None:
+        return ""
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+
+
+# -- the workflow of a run, and what its pause asks ---------------------------------------
+
+def workflow_ref(store: Store, run: RunState) -> str:
+    """How the run's workflow was named when it started (as ``fsm run`` records it)."""
+    events = store.events(run.run_id)
+    if events and events[0].kind == "start":
+        ref = events[0].detail.get("workflow_ref")
+        if ref:
+            return str(ref)
+    return run.workflow
+
+
+class Workflows:
+    """Workflow specs by name, loaded once (the first run of a workflow says how)."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, WorkflowSpec | None] = {}
+        self._lock = threading.Lock()
+
+    def spec(self, store: Store, run: RunState) -> WorkflowSpec | None:
+        with self._lock:
+            if run.workflow not in self._specs:
+                try:
+                    self._specs[run.workflow] = load_workflow(workflow_ref(store, run))
+                except FSMError:
+                    self._specs[run.workflow] = None
+            return self._specs[run.workflow]
+
+
+@dataclass(frozen=True)
+class Ask:
+    """What a pause asks a person, in the workflow's words."""
+
+    summary: str
+    #: The amount the workflow says the request releases (minor units), if any.
+    amount: int | None
+    amount_text: str
+
+
+def money(spec: WorkflowSpec | None, amount: int | None) -> str:
+    if amount is None:
+        return ""
+    shown = spec.presentation if spec is not None else PLAIN
+    return str(shown.money(amount))
+
+
+def describe(spec: WorkflowSpec | None, run: RunState, approval: Approval) -> Ask:
+    """What the pause asks, through the workflow's :class:`~fsm.presentation.Presentation`."""
+    shown = spec.presentation if spec is not None else PLAIN
+    what = approval.tool or " / ".join(run.pending.events if run.pending else [])
+    summary = shown.describe(approval.tool, approval.args, run.facts)
+    if shown.summary is PLAIN.summary:
+        summary = f"{what} {canonical(approval.args)}"
+    amount = shown.amount_of(approval.tool, approval.args)
+    return Ask(summary=summary, amount=amount, amount_text=money(spec, amount))
+
+
+# -- deciding -------------------------------------------------------------------------------
+
+PolicyFactory = Callable[[str, WorkflowSpec, RunState, Store], Any]
+
+
+def recorded_policy(ref: str, spec: WorkflowSpec, run: RunState, store: Store) -> Any:
+    """The policy the run started with, as ``fsm approve`` finds it."""
+    events = store.events(run.run_id)
+    start = events[0].detail if events else {}
+    recorded = str(start.get("policy") or "default")
+    if recorded.startswith("model:"):
+        from fsm.adapters.openai import OpenAIPolicy
+
+        return OpenAIPolicy(spec, recorded.removeprefix("model:"),
+                            base_url=start.get("base_url"))
+    if recorded != "default":
+        return load_policy(recorded)
+    return default_policy(ref)
+
+
+_ERRORS: list[tuple[type[Exception], str, int]] = [
+    (ApprovalRefused, "self", 403),
+    (ApprovalExpired, "expired", 409),
+    (ApprovalStale, "stale", 409),
+    (ApprovalAlreadyDecided, "decided", 409),
+    (NothingPending, "decided", 409),
+    (RunLocked, "busy", 409),
+    (ConcurrentUpdate, "stale", 409),
+    (DefinitionChanged, "definition", 409),
+]
+
+
+def _check_page(approval: Approval, run: RunState, seen_hash: str, seen_version: str) -> None:
+    """The person saw this exact request, and it is still the one waiting."""
+    if approval.decision is not None:
+        raise InboxRefused("decided", f"this request was already {approval.decision}"
+                      + (f" by {approval.reviewer}" if approval.reviewer else "")
+                      + f" at {iso(approval.decided_at)}; nothing was changed")
+    if seen_hash != approval.args_hash or seen_version != str(approval.run_version):
+        raise InboxRefused("stale", "the page you decided on does not show this request's "
+                      "arguments and version; reload it and read the request again")
+    if (run.pending is None or run.pending.approval_id != approval.approval_id
+            or run.version != approval.run_version):
+        raise InboxRefused("stale", f"the run moved on since this page was loaded (it is at "
+                      f"version {run.version}, status {run.status}); nothing was decided")
+
+
+def decide(store: Store, workflows: Workflows, account: Account, approval_id: str,
+           action: str, note: str, seen_hash: str, seen_version: str, *,
+           clock: Callable[[], float], policy: PolicyFactory = recorded_policy) -> RunState:
+    """Check the account's rights on this request, then ``Engine.decide`` it."""
+    if account.role != "approver":
+        raise InboxRefused("role", f"{account.name} is an {account.role}: auditors read, they "
+                      "do not decide", 403)
+    if action not in ("approve", "deny"):
+        raise InboxRefused("action", f"unknown action {action!r} (allowed: approve, deny)", 400)
+    if not note.strip():
+        raise InboxRefused("note", "a decision needs a note saying why", 400)
+    approval = store.approval(approval_id)
+    if approval is None:
+        raise InboxRefused("missing", f"no approval {approval_id!r}", 404)
+    run = store.load_run(approval.run_id)
+    _check_page(approval, run, seen_hash, seen_version)
+    spec = workflows.spec(store, run)
+    if spec is None:
+        raise InboxRefused("definition", f"workflow {run.workflow!r} cannot be loaded here")
+    ask = describe(spec, run, approval)
+    if (action == "approve" and account.limit is not None and ask.amount is not None
+            and ask.amount > account.limit):
+        raise InboxRefused("limit", f"{ask.amount_text} is above your release limit of "
+                      f"{money(spec, account.limit)}; ask an approver with a higher limit",
+                      403)
+    engine = Engine(spec, store, policy(workflow_ref(store, run), spec, run, store),
+                    clock=clock, compactor=Compactor())
+    try:
+        return engine.decide(run.run_id, action == "approve", account.name, note.strip())
+    except tuple(e for e, _, _ in _ERRORS) as exc:
+        code, status = next((c, s) for e, c, s in _ERRORS if isinstance(exc, e))
+        raise InboxRefused(code, str(exc), status) from None
