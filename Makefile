@@ -21,8 +21,15 @@ check: $(STAMP)
 	$(BIN)/ruff check fsm workflows tests bench
 	$(BIN)/mypy fsm
 
-bench: $(STAMP)
+$(VENV)/.bench-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $@
+
+# The peers' own environments are made on first use, under bench/.peers/.
+bench: $(VENV)/.bench-installed
+	$(BIN)/python bench/imports.py
 	$(BIN)/python bench/steps.py
+	$(BIN)/python bench/peers.py
 
 diagrams: $(STAMP)
 	$(BIN)/fsm diagram refund -o diagrams/refund.dot
