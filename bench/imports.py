@@ -1,9 +1,10 @@
 """Benchmark: how long the ``fsm`` command takes to start, against ``python -c pass``.
 
-Three commands, each run several times in a fresh process (best and median wall time):
-``python -c pass`` (the interpreter's own start, the baseline), ``python -c "import
-fsm.cli"`` and ``fsm --help``. Then the modules that ``import fsm.cli`` spends most on,
-from ``python -X importtime`` (cumulative microseconds, the slowest first).
+Four commands, each run several times in a fresh process, in turn (best and median wall
+time): ``python -c pass`` (the interpreter's own start, the baseline), ``python -c "import
+typer"`` (the CLI framework alone), ``python -c "import fsm.cli"`` and ``fsm --help``.
+Then the modules that ``import fsm.cli`` spends most on, from ``python -X importtime``
+(cumulative, the slowest first).
 
     python bench/imports.py             # make bench
     python bench/imports.py --repeat 3 --top 10
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -25,14 +25,15 @@ from pathlib import Path
 TARGET_MS = 150.0
 
 
-def wall_ms(cmd: list[str], repeat: int) -> list[float]:
-    """Wall times of ``cmd`` in ms, each in a new process."""
-    out = []
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "0"}
+def wall_ms(commands: dict[str, list[str]], repeat: int) -> dict[str, list[float]]:
+    """Wall times in ms of each command, each run in a new process, the commands taken in
+    turn so that a busy moment of the machine hits them all alike."""
+    out: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
-        out.append((time.perf_counter() - t0) * 1000)
+        for name, cmd in commands.items():
+            t0 = time.perf_counter()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            out[name].append((time.perf_counter() - t0) * 1000)
     return out
 
 
@@ -72,12 +73,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     commands = {
         "python -c pass": [sys.executable, "-c", "pass"],
+        "import typer": [sys.executable, "-c", "import typer"],
         "import fsm.cli": [sys.executable, "-c", "import fsm.cli"],
         "fsm --help": [*fsm_script(), "--help"],
     }
     for cmd in commands.values():  # the first run fills the bytecode caches
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    times = {name: wall_ms(cmd, a.repeat) for name, cmd in commands.items()}
+    times = wall_ms(commands, a.repeat)
     rows = importtime("fsm.cli")
     total_us = next((cum for name, _, cum in rows if name.strip() == "fsm.cli"), 0)
     result = {

@@ -5,17 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fsm.errors import FSMError
-from fsm.records import RunState
-from fsm.registry import NotFound, default_policy, load_policy, load_workflow
-from fsm.runtime.compaction import Compactor
-from fsm.runtime.engine import Engine
-from fsm.spec import WorkflowSpec
-from fsm.store import SQLiteStore, open_store
 
 from .app import db_path
+
+# The runtime is imported by the commands that use it, so that ``fsm --help`` stays fast.
+if TYPE_CHECKING:
+    from fsm.records import RunState
+    from fsm.runtime.engine import Engine
+    from fsm.spec import WorkflowSpec
+    from fsm.store import SQLiteStore
 
 
 class UsageError(FSMError):
@@ -33,6 +34,8 @@ def clock() -> float:
 
 
 def store_for(db: str | None) -> SQLiteStore:
+    from fsm.store import open_store
+
     return open_store(db_path(db))
 
 
@@ -53,12 +56,16 @@ def workflow_ref(store: SQLiteStore, run: RunState) -> str:
 
 
 def spec_for_run(store: SQLiteStore, run: RunState) -> WorkflowSpec:
+    from fsm.registry import load_workflow
+
     return load_workflow(workflow_ref(store, run))
 
 
 def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: str | None,
                 base_url: str | None) -> tuple[Any, str]:
     """The policy to drive runs with, and how to name it in the log."""
+    from fsm.registry import default_policy, load_policy
+
     if policy and model:
         raise UsageError("give either --policy or --model, not both")
     if model:
@@ -79,6 +86,10 @@ def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: st
 def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None,
                    model: str | None = None, base_url: str | None = None) -> Engine:
     """An engine for an existing run, with the policy it started with unless overridden."""
+    from fsm.registry import NotFound, load_workflow
+    from fsm.runtime.compaction import Compactor
+    from fsm.runtime.engine import Engine
+
     run = store.load_run(run_id)
     ref = workflow_ref(store, run)
     spec = load_workflow(ref)
