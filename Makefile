@@ -29,7 +29,8 @@ $(VENV)/.bench-installed: $(STAMP)
 bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/imports.py
 	$(BIN)/python bench/steps.py
-	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/peers.py --json-out bench/peers.json
+	$(BIN)/python bench/profile_step.py --runs 100 --top 15
 
 diagrams: $(STAMP)
 	$(BIN)/fsm diagram refund -o diagrams/refund.dot
