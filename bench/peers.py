@@ -29,7 +29,7 @@ so that a noisy neighbour hits all systems alike. A round is timed from one poli
 decision to the next; bytes are the database and its WAL after a checkpoint, less
 free pages.
 
-    python bench/peers.py                      # N = 10, 100, 500, 1000; 3 repetitions
+    python bench/peers.py                      # N = 10, 100, 500, 1000; 5 repetitions
     python bench/peers.py --quick              # N = 10, 50; once
     python bench/peers.py --systems fsm --no-plot
 """
@@ -80,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="N = 10, 50, one repetition")
     parser.add_argument("--sizes", default=None, help="comma-separated N (default 10,100,500,1000)")
-    parser.add_argument("--repeat", type=int, default=None, help="repetitions (median; default 3)")
+    parser.add_argument("--repeat", type=int, default=None, help="repetitions (median; default 5)")
     parser.add_argument("--systems", default=",".join(SYSTEMS),
                         help=f"comma-separated, from: {', '.join(SYSTEMS)}")
     parser.add_argument("--synchronous", default="FULL",
@@ -91,7 +91,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dir", default=None, help="work directory (default: a temp dir)")
     a = parser.parse_args(argv)
     a.sizes = _positive_ints(a.sizes or ("10,50" if a.quick else "10,100,500,1000"), "--sizes")
-    a.repeat = a.repeat if a.repeat is not None else (1 if a.quick else 3)
+    a.repeat = a.repeat if a.repeat is not None else (1 if a.quick else 5)
     if a.repeat < 1:
         raise UsageError(f"--repeat must be at least 1, not {a.repeat}")
     a.systems = [s.strip() for s in a.systems.split(",") if s.strip()]
