@@ -22,8 +22,16 @@ check: $(STAMP)
 	$(BIN)/mypy fsm
 	$(BIN)/lint-imports
 
-bench: $(STAMP)
+$(VENV)/.bench-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[bench]'
+	touch $@
+
+# The peers' own environments are made on first use, under bench/.peers/.
+bench: $(VENV)/.bench-installed
+	$(BIN)/python bench/imports.py
 	$(BIN)/python bench/steps.py
+	$(BIN)/python bench/peers.py --json-out bench/peers.json
+	$(BIN)/python bench/profile_step.py --runs 100 --top 15
 
 diagrams: $(STAMP)
 	$(BIN)/fsm diagram refund -o diagrams/refund.dot

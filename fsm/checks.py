@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fsm.guard import Guard
+from fsm.guards import Guard
 from fsm.reach import closure
 from fsm.tools import ADVANCE, ToolSpec
 

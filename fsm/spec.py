@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fsm.checks import Check, Tables, quoted
 from fsm.errors import WorkflowDefinitionError, validation_problems
-from fsm.guard import Guard, guard
+from fsm.guards import Guard, guard
 from fsm.presentation import PLAIN, Presentation
 from fsm.tools import ADVANCE, ToolSpec
 

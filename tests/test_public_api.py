@@ -11,8 +11,9 @@ import fsm.testing
 
 
 def _public(module: ModuleType) -> list[str]:
-    return [name for name, value in vars(module).items()
-            if not name.startswith("_") and not isinstance(value, ModuleType)]
+    # dir() and getattr(), not vars(): fsm loads its names on first use.
+    return [name for name in dir(module)
+            if not name.startswith("_") and not isinstance(getattr(module, name), ModuleType)]
 
 
 def test_all_is_sorted_and_equals_the_exported_names() -> None:

@@ -7,19 +7,37 @@ import sys
 from typing import Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from fsm.store import default_db_path
+from fsm.location import default_db_path
 
+# Plain help and usage errors (rich_markup_mode=None): typer's rich help formatter imports
+# rich's Markdown and markdown-it, which alone take longer than ``fsm --help`` may.
 app = typer.Typer(
     name="fsm", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-    help="Run, inspect, approve and audit fsm workflow runs.",
+    rich_markup_mode=None, help="Run, inspect, approve and audit fsm workflow runs.",
 )
+
+
+class _LazyConsole:
+    """A rich ``Console`` made on first use, so that commands that print nothing through it
+    (``fsm --help``) do not import rich."""
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+        self._console: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(**self._options)
+        return getattr(self._console, name)
+
+
 # Piped output (tests, logs, CI) gets wide tables instead of 80 folded columns.
 _WIDTH = None if sys.stdout.isatty() else 200
-console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
+console = _LazyConsole(highlight=False, soft_wrap=True, width=_WIDTH)
+err_console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
 
 
@@ -42,6 +60,8 @@ def print_json(value: Any) -> None:
 
 
 def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.table import Table
+
     table = Table(title=title, show_lines=False)
     for c in columns:
         table.add_column(c, overflow="fold")

@@ -4,24 +4,30 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
-from fsm.auditor.diagram import Overlay, extract, overlay
-from fsm.auditor.render import FORMATS, format_for, render
-from fsm.auditor.verify import verify
 from fsm.cli.files import write_atomic
 from fsm.errors import UsageError
-from fsm.registry import load_workflow
-from fsm.spec import WorkflowSpec
 
 from .app import DB_HELP, app, console
 from .context import store_for
 
+# The auditor (and Graphviz) is imported by the commands, so that ``fsm --help`` stays fast.
+if TYPE_CHECKING:
+    from fsm.auditor.diagram import Overlay
+    from fsm.spec import WorkflowSpec
+
 WORKFLOW_HELP = "registered workflow name or module:attr"
+# fsm.auditor.render.FORMATS, spelled here so that the help needs no import of the renderer
+# (tests/test_bench_smoke.py checks that the two agree).
+FORMATS = ("dot", "svg", "png", "mermaid", "md")
 
 
 def _overlay(spec: WorkflowSpec, run_id: str, db: str | None) -> Overlay:
+    from fsm.auditor.diagram import overlay
+
     store = store_for(db)
     try:
         run = store.load_run(run_id)
@@ -66,6 +72,10 @@ def diagram_cmd(
 
     SVG and PNG need Graphviz's dot program; DOT, Mermaid and Markdown need nothing.
     """
+    from fsm.auditor.diagram import extract
+    from fsm.auditor.render import format_for, render
+    from fsm.registry import load_workflow
+
     spec = load_workflow(workflow)
     chosen = format_for(output, fmt)
     if output is None and chosen == "png":
@@ -92,6 +102,9 @@ def verify_cmd(
     Exits with status 1 if any invariant is violated, or if the workflow declares none
     (unless --allow-empty): a report that proves nothing must not pass a CI job.
     """
+    from fsm.auditor.verify import verify
+    from fsm.registry import load_workflow
+
     spec = load_workflow(workflow)
     if not spec.invariants and not allow_empty:
         raise UsageError(

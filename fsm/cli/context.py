@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fsm.errors import UsageError, WorkflowNotFound
-from fsm.records import RunState, state_path, utc
-from fsm.registry import default_policy, load_policy, load_workflow
-from fsm.runtime.compaction import Compactor
-from fsm.runtime.engine import Engine
-from fsm.spec import WorkflowSpec
-from fsm.store import SQLiteStore, Store, open_store
 
 from .app import db_path
+
+# The runtime is imported by the commands that use it, so that ``fsm --help`` stays fast.
+if TYPE_CHECKING:
+    from fsm.records import RunState
+    from fsm.runtime.engine import Engine
+    from fsm.spec import WorkflowSpec
+    from fsm.store import SQLiteStore, Store
 
 
 def clock() -> float:
@@ -28,10 +29,15 @@ def clock() -> float:
 
 
 def store_for(db: str | None) -> SQLiteStore:
+    from fsm.store import open_store
+
     return open_store(db_path(db))
 
 
-fmt_time = utc
+def fmt_time(t: float | None) -> str:
+    from fsm.records import utc
+
+    return utc(t)
 
 
 def workflow_ref(store: SQLiteStore, run: RunState) -> str:
@@ -45,12 +51,16 @@ def workflow_ref(store: SQLiteStore, run: RunState) -> str:
 
 
 def spec_for_run(store: SQLiteStore, run: RunState) -> WorkflowSpec:
+    from fsm.registry import load_workflow
+
     return load_workflow(workflow_ref(store, run))
 
 
 def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: str | None,
                 base_url: str | None, timeout: float | None = None) -> tuple[Any, str]:
     """The policy to drive runs with, and how to name it in the log."""
+    from fsm.registry import default_policy, load_policy
+
     if policy and model:
         raise UsageError("give either --policy or --model, not both")
     if timeout is not None and not model:
@@ -75,6 +85,10 @@ def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None
                    model: str | None = None, base_url: str | None = None,
                    timeout: float | None = None) -> Engine:
     """An engine for an existing run, with the policy it started with unless overridden."""
+    from fsm.registry import load_workflow
+    from fsm.runtime.compaction import Compactor
+    from fsm.runtime.engine import Engine
+
     run = store.load_run(run_id)
     ref = workflow_ref(store, run)
     spec = load_workflow(ref)
@@ -96,4 +110,6 @@ def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None
 
 def path_of(store: Store, run_id: str) -> list[str]:
     """The states a run went through, in order."""
+    from fsm.records import state_path
+
     return state_path(store.events(run_id))

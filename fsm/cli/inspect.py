@@ -7,9 +7,7 @@ from typing import Any
 
 import typer
 
-from fsm.auditor.audit import audit
 from fsm.errors import RunError
-from fsm.runtime.view import view_at
 
 from .app import DB_HELP, JSON_HELP, app, console, print_json, print_table
 from .context import fmt_time, path_of, spec_for_run, store_for
@@ -83,6 +81,8 @@ def show_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Print exactly what the model saw at a step: state, offered tools, transcript."""
+    from fsm.runtime.view import view_at
+
     store = store_for(db)
     run = store.load_run(run_id)
     spec = spec_for_run(store, run)
@@ -159,6 +159,8 @@ def history_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | Non
 def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None = DbOpt,
               as_json: bool = JsonOpt) -> None:
     """Verify a run's hash chain and its log against the run row; exit 1 if altered."""
+    from fsm.auditor.audit import audit
+
     store = store_for(db)
     report = audit(store, run_id)
     if as_json:

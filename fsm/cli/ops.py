@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-
-from fsm.records import Budgets, RunState
-from fsm.registry import load_workflow
-from fsm.runtime.compaction import Compactor
-from fsm.runtime.engine import Engine
-from fsm.store import SQLiteStore
 
 from .app import DB_HELP, JSON_HELP, app, console, err_console, print_json
 from .context import (
@@ -23,6 +17,11 @@ from .context import (
     spec_for_run,
     store_for,
 )
+
+# The runtime is imported by the commands that use it, so that ``fsm --help`` stays fast.
+if TYPE_CHECKING:
+    from fsm.records import RunState
+    from fsm.store import SQLiteStore
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
@@ -81,6 +80,11 @@ def run_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Start a run and drive it until it stops (awaiting_approval is a normal stop)."""
+    from fsm.records import Budgets
+    from fsm.registry import load_workflow
+    from fsm.runtime.compaction import Compactor
+    from fsm.runtime.engine import Engine
+
     store = store_for(db)
     spec = load_workflow(workflow)
     fn, policy_name = make_policy(workflow, spec, policy, model, base_url, timeout)
@@ -170,6 +174,8 @@ def deny_cmd(
 @app.command("sweep")
 def sweep_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     """Apply expired approvals (the workflow's expiry event, e.g. expired → handed_over)."""
+    from fsm.runtime.engine import Engine
+
     store = store_for(db)
     touched: list[dict[str, Any]] = []
     by_workflow: dict[str, RunState] = {}

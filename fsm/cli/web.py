@@ -5,13 +5,17 @@ from __future__ import annotations
 import getpass
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
-from fsm.store.base import Store
+from fsm.errors import UsageError
 
 from .app import app, console, print_table
-from .context import UsageError, store_for
+from .context import store_for
+
+if TYPE_CHECKING:
+    from fsm.store.base import Store
 
 users = typer.Typer(no_args_is_help=True, help="Manage the accounts of the approval inbox.")
 app.add_typer(users, name="users")

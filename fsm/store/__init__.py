@@ -5,14 +5,10 @@ from __future__ import annotations
 import os
 
 from fsm.errors import StoreError
+from fsm.location import default_db_path
 from fsm.store.base import Store
 from fsm.store.memory import MemoryStore
 from fsm.store.sqlite import SQLiteStore
-
-
-def default_db_path(db: str | None = None) -> str:
-    """``db``, else ``$FSM_DB``, else ``fsm.db`` in the current directory."""
-    return db or os.environ.get("FSM_DB") or "fsm.db"
 
 
 def open_store(db: str | None = None, *, synchronous: str | None = None) -> SQLiteStore:
