@@ -11,6 +11,7 @@ from fsm.errors import (
     DefinitionChanged,
     FSMError,
     InvalidRunState,
+    LeaseLost,
     NothingPending,
     RunError,
     RunLocked,
@@ -24,6 +25,7 @@ from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
 from fsm.runtime.view import view_at
 from fsm.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
+from fsm.store import open_store
 from fsm.store.base import Store
 from fsm.store.memory import MemoryStore
 from fsm.store.schema import StoreError
@@ -50,6 +52,7 @@ __all__ = [
     "FSMError",
     "Guard",
     "InvalidRunState",
+    "LeaseLost",
     "MemoryStore",
     "NoArgs",
     "NothingPending",
@@ -75,5 +78,6 @@ __all__ = [
     "WorkflowSpec",
     "define_workflow",
     "guard",
+    "open_store",
     "view_at",
 ]

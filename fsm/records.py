@@ -255,6 +255,9 @@ class StepCommit:
     #: (approval_id, decision, reviewer, note, time) — refused if already decided.
     decision: tuple[str, str, str | None, str | None, float] | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
+    #: The lease owner writing the step: the store refuses the commit (``LeaseLost``)
+    #: unless this owner still holds the run's lease. ``None``: no check.
+    owner: str | None = None
 
 
 def chain(events: list[Event], prev_hash: str, next_seq: int) -> list[Event]:

@@ -13,7 +13,7 @@ from fsm.registry import NotFound, default_policy, load_policy, load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
 from fsm.spec import WorkflowSpec
-from fsm.store import SQLiteStore, open_store
+from fsm.store import Store, open_store
 
 from .app import db_path
 
@@ -32,7 +32,7 @@ def clock() -> float:
     return time.time() + offset
 
 
-def store_for(db: str | None) -> SQLiteStore:
+def store_for(db: str | None) -> Store:
     return open_store(db_path(db))
 
 
@@ -42,7 +42,7 @@ def fmt_time(t: float | None) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def workflow_ref(store: SQLiteStore, run: RunState) -> str:
+def workflow_ref(store: Store, run: RunState) -> str:
     """How the run's workflow was named when it started (registered name or module:attr)."""
     events = store.events(run.run_id)
     if events and events[0].kind == "start":
@@ -52,7 +52,7 @@ def workflow_ref(store: SQLiteStore, run: RunState) -> str:
     return run.workflow
 
 
-def spec_for_run(store: SQLiteStore, run: RunState) -> WorkflowSpec:
+def spec_for_run(store: Store, run: RunState) -> WorkflowSpec:
     return load_workflow(workflow_ref(store, run))
 
 
@@ -76,7 +76,7 @@ def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: st
     return found, "default"
 
 
-def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None,
+def engine_for_run(store: Store, run_id: str, *, policy: str | None = None,
                    model: str | None = None, base_url: str | None = None) -> Engine:
     """An engine for an existing run, with the policy it started with unless overridden."""
     run = store.load_run(run_id)
@@ -97,7 +97,7 @@ def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None
     return Engine(spec, store, fn, clock=clock, compactor=Compactor())
 
 
-def path_of(store: SQLiteStore, run_id: str) -> list[str]:
+def path_of(store: Store, run_id: str) -> list[str]:
     """The states a run went through, in order."""
     path: list[str] = []
     for e in store.events(run_id):

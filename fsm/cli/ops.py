@@ -11,7 +11,7 @@ from fsm.records import Budgets, RunState
 from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
-from fsm.store import SQLiteStore
+from fsm.store import Store
 
 from .app import DB_HELP, JSON_HELP, app, console, err_console, print_json
 from .context import (
@@ -29,7 +29,7 @@ DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
 
 
-def report(store: SQLiteStore, run: RunState, as_json: bool) -> None:
+def report(store: Store, run: RunState, as_json: bool) -> None:
     """Print the run id, the state path and the final status."""
     path = path_of(store, run.run_id)
     data: dict[str, Any] = {

@@ -7,6 +7,7 @@ becomes an observation for the model and an event in the log.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -14,7 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fsm.errors import DefinitionChanged, InvalidRunState, RunLocked
+from fsm.errors import DefinitionChanged, FSMError, InvalidRunState, RunLocked
 from fsm.faults import fault
 from fsm.policy import Action, PolicyFn, PolicyUnavailable, Usage, as_action
 from fsm.records import (
@@ -39,6 +40,9 @@ Clock = Callable[[], float]
 
 class Engine:
     """Drives runs of one workflow against one store with one policy."""
+
+    #: Seconds a run's lease lasts without a heartbeat (see ``_Lease``).
+    lease_seconds: float = 30.0
 
     def __init__(
         self, spec: WorkflowSpec, store: Store, policy: PolicyFn | None = None, *,
@@ -100,14 +104,18 @@ class Engine:
                     return run
             return self._drive(run)
 
-    def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "") -> RunState:
-        """Approve or deny what a paused run waits for, then continue the run."""
+    def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "", *,
+               drive: bool = True) -> RunState:
+        """Approve or deny what a paused run waits for, then continue the run.
+
+        ``drive=False`` only records the decision and leaves the run to the workers.
+        """
         from fsm.runtime.review import apply_decision
 
         with self._lease(run_id):
             run = self._load(run_id)
             run = apply_decision(self, run, approved, reviewer, note)
-            return self._drive(run) if run.status == "running" else run
+            return self._drive(run) if drive and run.status == "running" else run
 
     def sweep(self, skipped: list[tuple[str, str]] | None = None) -> list[str]:
         """Apply every expired approval; return the ids of the runs it touched.
@@ -241,7 +249,7 @@ class Engine:
                 existing = self.store.claim_effect(Effect(
                     key=key, run_id=b.run.run_id, step=b.step, tool=tool_name, args=args_dict,
                     status="STARTED", started_at=self.clock(),
-                ))
+                ), owner=self.owner, version=b.expected_version)
             if existing is not None:
                 if existing.status == "DONE":
                     b.event("tool", tool=tool_name, detail={"key": key, "replayed": True})
@@ -398,16 +406,45 @@ def usable(raw: Any) -> Action:
     return action
 
 
+# -- leases: an owner, an expiry, a heartbeat ------------------------------------------
+#
+# While a run is driven its lease is renewed every third of ``Engine.lease_seconds``.
+# A process that stops beating (killed, paused, cut off) loses the run once the lease
+# expires; its next commit or effect claim is refused by the store (``LeaseLost``),
+# because both carry ``Engine.owner`` and are checked in the same transaction.
+
 class _Lease:
     def __init__(self, engine: Engine, run_id: str, force: bool = False) -> None:
         self.engine = engine
         self.run_id = run_id
         self.force = force
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def __enter__(self) -> str | None:
-        return self.engine.store.acquire(self.run_id, self.engine.owner, self.engine.clock(),
-                                         force=self.force)
+        e, ttl = self.engine, self.engine.lease_seconds
+        previous = e.store.acquire(self.run_id, e.owner, e.clock(), force=self.force, ttl=ttl)
+        self._beat = threading.Thread(target=self._heartbeat, args=(ttl,), daemon=True,
+                                      name=f"fsm-lease-{self.run_id}")
+        self._beat.start()
+        return previous
+
+    def _heartbeat(self, ttl: float) -> None:
+        e = self.engine
+        while not self._stop.wait(ttl / 3):
+            try:
+                if not e.store.renew(self.run_id, e.owner, e.clock(), ttl):
+                    return  # lost: the fence refuses this process's next write
+            except FSMError:
+                continue  # the database is unreachable: try again on the next beat
 
     def __exit__(self, *exc: object) -> None:
-        self.engine.store.release(self.run_id, self.engine.owner)
-        self.engine._transcript.pop(self.run_id, None)
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+        try:
+            self.engine.store.release(self.run_id, self.engine.owner)
+        except FSMError:
+            pass  # the database is unreachable: the lease expires on its own
+        finally:
+            self.engine._transcript.pop(self.run_id, None)

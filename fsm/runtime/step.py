@@ -139,6 +139,7 @@ class StepBuilder:
             run=self.run, expected_version=self.expected_version, messages=self.messages,
             view=self.view, events=self.events, effects_done=self.effects_done,
             new_approval=self.new_approval, decision=self.decision, artifacts=self.artifacts,
+            owner=self.engine.owner,
         )
 
     def save(self) -> RunState:

@@ -109,4 +109,9 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX effects_run ON effects (run_id, key)
     """,
+    # 4: leases that expire, renewed by a heartbeat, so a lease works across machines.
+    """
+    ALTER TABLE runs ADD COLUMN lease_until REAL;
+    CREATE INDEX runs_runnable ON runs (status, lease_until)
+    """,
 ]
