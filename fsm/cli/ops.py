@@ -117,11 +117,15 @@ def resume_cmd(
     report(store, run, as_json)
 
 
+NoDriveOpt = typer.Option(False, "--no-drive",
+                          help="only record the decision; a worker (fsm worker) continues the run")
+
+
 def _decide(run_id: str, approved: bool, reviewer: str, note: str, db: str | None,
-            as_json: bool) -> None:
+            as_json: bool, no_drive: bool = False) -> None:
     store = store_for(db)
     engine = engine_for_run(store, run_id)
-    run = engine.decide(run_id, approved, reviewer, note)
+    run = engine.decide(run_id, approved, reviewer, note, drive=not no_drive)
     report(store, run, as_json)
 
 
@@ -130,11 +134,12 @@ def approve_cmd(
     run_id: str = typer.Argument(..., help="the paused run"),
     reviewer: str = typer.Option(..., "--reviewer", help="who approves"),
     note: str = typer.Option("", "--note", help="a note for the log"),
+    no_drive: bool = NoDriveOpt,
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Approve what a paused run waits for, then continue it in this process."""
-    _decide(run_id, True, reviewer, note, db, as_json)
+    _decide(run_id, True, reviewer, note, db, as_json, no_drive)
 
 
 @app.command("deny")
@@ -142,13 +147,14 @@ def deny_cmd(
     run_id: str = typer.Argument(..., help="the paused run"),
     reviewer: str = typer.Option(..., "--reviewer", help="who denies"),
     note: str = typer.Option(..., "--note", help="why; the model reads it"),
+    no_drive: bool = NoDriveOpt,
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Deny what a paused run waits for, then continue it in this process."""
     if not note.strip():
         raise UsageError("--note must say why the request is denied")
-    _decide(run_id, False, reviewer, note, db, as_json)
+    _decide(run_id, False, reviewer, note, db, as_json, no_drive)
 
 
 @app.command("sweep")

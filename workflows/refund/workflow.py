@@ -7,7 +7,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from fsm import Guard, ToolContext, ToolSpec, WorkflowSpec, define_workflow
-from workflows.refund.shop import DAY, LazyShop, Shop
+from workflows.refund.shop import DAY, AnyShop, LazyShop, PostgresShop, Shop
 
 TRANSITIONS = {
     "collecting":        {"details_complete": "verifying"},
@@ -53,14 +53,14 @@ SYSTEM_PROMPT = (
 
 
 class ShopSource(Protocol):
-    def get(self) -> Shop: ...
+    def get(self) -> AnyShop: ...
 
 
 class _Fixed:
-    def __init__(self, shop: Shop) -> None:
+    def __init__(self, shop: AnyShop) -> None:
         self.shop = shop
 
-    def get(self) -> Shop:
+    def get(self) -> AnyShop:
         return self.shop
 
 
@@ -210,12 +210,12 @@ def _matches_decision(args: RefundArgs, facts: Any) -> str | None:
     return None
 
 
-def build(shop: Shop | ShopSource | None = None) -> WorkflowSpec:
+def build(shop: AnyShop | ShopSource | None = None) -> WorkflowSpec:
     """The refund workflow bound to ``shop`` (default: the shop in the current database)."""
     source: ShopSource
     if shop is None:
         source = LazyShop()
-    elif isinstance(shop, Shop):
+    elif isinstance(shop, Shop | PostgresShop):
         source = _Fixed(shop)
     else:
         source = shop
