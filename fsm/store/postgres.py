@@ -78,13 +78,14 @@ class PostgresStore(Store):
     """
 
     def __init__(self, url: str, *, pool_size: int | None = None,
-                 application_name: str = "fsm", connect_timeout: float = 10.0) -> None:
+                 application_name: str | None = None, connect_timeout: float = 10.0) -> None:
         self.url = url
         self.name = redact(url)
         size = pool_size or int(os.environ.get("FSM_PG_POOL") or 10)
         self.pool_size = size
-        self._kwargs: dict[str, Any] = {"autocommit": True,
-                                        "application_name": application_name}
+        # Named after the process, so an operator (or a test) can find its sessions.
+        self._kwargs: dict[str, Any] = {
+            "autocommit": True, "application_name": application_name or f"fsm-{os.getpid()}"}
         self._migrate(connect_timeout)
         self._pool = ConnectionPool(
             url, min_size=1, max_size=size, kwargs=self._kwargs, open=False, name="fsm",

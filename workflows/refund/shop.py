@@ -186,14 +186,15 @@ class PostgresShop:
 
         self.path = url
         self.clock = clock
-        self._errors = psycopg.Error
-        self._pool = ConnectionPool(url, min_size=1, max_size=4, open=True, name="shop",
-                                    kwargs={"autocommit": True, "row_factory": dict_row,
-                                            "application_name": "fsm-shop"},
-                                    check=ConnectionPool.check_connection, timeout=10)
-        with self._pool.connection() as conn, conn.transaction():
+        kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
+                                  "application_name": "fsm-shop"}
+        # A first connection of its own: a wrong URL fails here at once, with its reason.
+        with psycopg.connect(url, connect_timeout=10, **kwargs) as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_SCHEMA_LOCK,))
             conn.execute(_PG_SCHEMA)
+        self._pool = ConnectionPool(url, min_size=1, max_size=4, open=True, name="shop",
+                                    kwargs=kwargs, check=ConnectionPool.check_connection,
+                                    timeout=10)
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
         with self._pool.connection() as conn:
