@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check bench diagrams clean
+.PHONY: demo demo-fleet test check bench diagrams clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -14,6 +14,9 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/python -m workflows.refund demo
 
+demo-fleet: $(STAMP)
+	$(BIN)/python -m workflows.refund fleet-demo
+
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
@@ -23,6 +26,8 @@ check: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/steps.py
+	$(BIN)/python bench/pg_steps.py
+	$(BIN)/python bench/fleet.py
 
 diagrams: $(STAMP)
 	$(BIN)/fsm diagram refund -o diagrams/refund.dot

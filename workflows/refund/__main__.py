@@ -62,9 +62,27 @@ def main(argv: list[str] | None = None) -> int:
     p_ledger.add_argument("--json", action="store_true", help="print JSON")
     p_demo = sub.add_parser("demo", help="run the demo on a fresh SQLite file")
     p_demo.add_argument("--db", default=None, help="database file (default: a fresh temp file)")
+    p_fleet = sub.add_parser("fleet-demo", help="the fleet demo on PostgreSQL workers")
+    p_fleet.add_argument("--db", default=None,
+                         help="postgresql://... (default: a throwaway embedded server)")
+    p_fleet.add_argument("--runs", type=int, default=30, help="refunds to submit")
+    p_fleet.add_argument("--workers", type=int, default=3, help="worker processes")
+    p_approver = sub.add_parser("approver", help="approve every waiting refund until SIGTERM "
+                                "(the fleet's supervisor; the workers continue the runs)")
+    p_approver.add_argument("--db", default=os.environ.get("FSM_DB", "fsm.db"),
+                            help="database URL (default: $FSM_DB)")
     args = parser.parse_args(argv)
     if args.command == "ledger":
         return ledger(args.db, args.json)
+    if args.command == "approver":
+        from workflows.refund.fleet import approve_forever
+
+        os.environ["FSM_DB"] = args.db  # the workflow's shop follows the runs
+        return approve_forever(args.db)
+    if args.command == "fleet-demo":
+        from workflows.refund.fleet_demo import run_fleet_demo
+
+        return run_fleet_demo(args.db, args.runs, args.workers)
     from workflows.refund.demo import run_demo
 
     return run_demo(args.db)
