@@ -81,7 +81,7 @@ def framework(store: PostgresStore, steps: int) -> dict[str, float]:
 def floor(url: str) -> dict[str, float]:
     """The framework's rows, written again with plain psycopg: one transaction per step."""
     with psycopg.connect(url, autocommit=True) as conn:
-        snapshot = conn.execute("SELECT snapshot::text FROM runs WHERE run_id = %s",
+        snapshot = conn.execute("SELECT snapshot FROM runs WHERE run_id = %s",
                                 (RUN,)).fetchone()[0]  # type: ignore[index]
         messages = conn.execute("SELECT idx, body FROM messages WHERE run_id = %s "
                                 "ORDER BY idx", (RUN,)).fetchall()
@@ -97,7 +97,7 @@ def floor(url: str) -> dict[str, float]:
         starts = [json.loads(v[1])["message_count"] for v in views] + [len(messages)]
         conn.execute("INSERT INTO runs (run_id, workflow, status, version, snapshot, "
                      "created_at, updated_at) VALUES ('floor', 'bench-loop', 'running', 1, "
-                     "%s::jsonb, 0, 0)", (snapshot,))
+                     "%s, 0, 0)", (snapshot,))
         times = []
         for version, (step, body) in enumerate(views, start=1):
             lo, hi = starts[version - 1], starts[version]
@@ -105,9 +105,9 @@ def floor(url: str) -> dict[str, float]:
             t0 = time.perf_counter()
             with conn.transaction():
                 cur = conn.execute(
-                    "UPDATE runs SET version = %s, snapshot = %s::jsonb, updated_at = %s "
-                    "WHERE run_id = 'floor' AND version = %s",
-                    (version + 1, snapshot, float(version), version))
+                    "UPDATE runs SET version = %s, snapshot = %s, doc = %s::jsonb, "
+                    "updated_at = %s WHERE run_id = 'floor' AND version = %s",
+                    (version + 1, snapshot, snapshot, float(version), version))
                 assert cur.rowcount == 1
                 with conn.cursor() as c:
                     c.executemany("INSERT INTO messages (run_id, idx, body) VALUES (%s, %s, %s)",

@@ -499,3 +499,25 @@ def test_claim_runnable_takes_each_free_running_run_once(store: Store) -> None:
     assert len(later) == 1 and later[0].previous in (W1, ELSEWHERE)
     lease = store.lease(later[0].run_id)
     assert lease is not None and (lease.owner, lease.until) == (W2, 1070.5)
+
+
+def test_nul_characters_and_unicode_read_back_exactly(store: Store) -> None:
+    """A model may put U+0000 anywhere; PostgreSQL's JSONB cannot hold it, the store must."""
+    odd = "a\x00b ₹350 \\u0000 \u2028"
+    run = created(store)
+    with_odd = run.model_copy(update={"answer": odd, "facts": {"note": odd}})
+    c = step_commit(with_odd, 1, messages=1, new_approval=approval(run).model_copy(
+        update={"args": {"text": odd}}))
+    c.messages[0]["args"]["text"] = odd
+    c.events[1].detail["text"] = odd
+    store.claim_effect(effect().model_copy(update={"args": {"text": odd}}))
+    c.effects_done["r1:1"] = ({"echo": odd}, None)
+    after = store.commit(c)
+    loaded = store.load_run("r1")
+    assert loaded == after and loaded.answer == odd and loaded.facts == {"note": odd}
+    assert store.messages("r1", 1)[0]["args"]["text"] == odd
+    assert store.events("r1")[-1].detail == {"n": 1, "text": odd}
+    assert verify_chain(store.events("r1")) is None
+    e = store.effect("r1:1")
+    assert e is not None and e.args == {"text": odd} and e.result == {"echo": odd}
+    assert store.approvals("r1")[0].args == {"text": odd}

@@ -4,9 +4,11 @@ Migration N brings a database from version N-1 to N; each runs in one transactio
 under an advisory lock, so workers starting at once migrate exactly once. Never
 edit a shipped migration; append a new one.
 
-The run snapshot, effect arguments and results, and approval arguments are JSONB
-(an operator can query them); the transcript, views and the log's details are the
-exact JSON text that was written, because the hash chain is taken over it.
+Every JSON value is kept as the exact text that was written (the hash chain and
+the snapshots must read back as they were). The run snapshot, effect arguments and
+results and approval arguments also have a JSONB copy (``doc``, ``args_doc``,
+``result_doc``) for operators to query and index; PostgreSQL's JSONB cannot hold
+U+0000, so the copy has U+FFFD in its place.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ MIGRATIONS: list[str] = [
         workflow TEXT NOT NULL,
         status TEXT NOT NULL,
         version INTEGER NOT NULL,
-        snapshot JSONB NOT NULL,
+        snapshot TEXT NOT NULL,
+        doc JSONB,
         created_at DOUBLE PRECISION NOT NULL,
         updated_at DOUBLE PRECISION NOT NULL,
         lease_owner TEXT,
@@ -74,9 +77,11 @@ MIGRATIONS: list[str] = [
         run_id TEXT NOT NULL REFERENCES runs (run_id),
         step INTEGER NOT NULL,
         tool TEXT NOT NULL,
-        args JSONB NOT NULL,
+        args TEXT NOT NULL,
+        args_doc JSONB,
         status TEXT NOT NULL CHECK (status IN ('STARTED', 'DONE')),
-        result JSONB,
+        result TEXT,
+        result_doc JSONB,
         error TEXT,
         started_at DOUBLE PRECISION NOT NULL,
         finished_at DOUBLE PRECISION
@@ -87,7 +92,8 @@ MIGRATIONS: list[str] = [
         run_id TEXT NOT NULL REFERENCES runs (run_id),
         step INTEGER NOT NULL,
         tool TEXT,
-        args JSONB NOT NULL,
+        args TEXT NOT NULL,
+        args_doc JSONB,
         args_hash TEXT NOT NULL,
         run_version INTEGER NOT NULL,
         requested_at DOUBLE PRECISION NOT NULL,

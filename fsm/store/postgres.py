@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from fsm.errors import (
@@ -48,8 +47,8 @@ _EFFECT_COLS = ("key", "run_id", "step", "tool", "args", "status", "result", "er
                 "started_at", "finished_at")
 _INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
                  f"VALUES ({', '.join(['%s'] * len(_EVENT_COLS))})")
-_INSERT_APPROVAL = (f"INSERT INTO approvals ({', '.join(_APPROVAL_COLS)}) "
-                    f"VALUES ({', '.join(['%s'] * len(_APPROVAL_COLS))})")
+_INSERT_APPROVAL = (f"INSERT INTO approvals ({', '.join(_APPROVAL_COLS)}, args_doc) "
+                    f"VALUES ({', '.join(['%s'] * len(_APPROVAL_COLS))}, %s::jsonb)")
 
 
 def _dumps(value: Any) -> str:
@@ -57,8 +56,9 @@ def _dumps(value: Any) -> str:
                       default=str)
 
 
-def _jsonb(value: Any) -> Jsonb:
-    return Jsonb(value, dumps=_dumps)
+def _doc(text: str) -> str:
+    """The JSONB copy of JSON ``text``: JSONB cannot hold U+0000 (U+FFFD stands in)."""
+    return text.replace("\\u0000", "\\ufffd")
 
 
 def redact(url: str) -> str:
@@ -201,12 +201,12 @@ class PostgresStore(Store):
         with conn.pipeline(), conn.cursor() as cur:
             if events:
                 cur.executemany(_INSERT_EVENT, [_event_row(e) for e in events])
+            snapshot = new.model_dump_json(exclude={"version"})
             cur.execute(
-                "UPDATE runs SET status = %s, version = %s, snapshot = %s, updated_at = %s, "
-                "log_count = %s, log_head = %s WHERE run_id = %s",
-                (new.status, new.version, _jsonb(new.model_dump(mode="json", exclude={"version"})),
-                 new.updated_at, row[1] + len(events), events[-1].hash if events else row[2],
-                 run_id),
+                "UPDATE runs SET status = %s, version = %s, snapshot = %s, doc = %s::jsonb, "
+                "updated_at = %s, log_count = %s, log_head = %s WHERE run_id = %s",
+                (new.status, new.version, snapshot, _doc(snapshot), new.updated_at,
+                 row[1] + len(events), events[-1].hash if events else row[2], run_id),
             )
             self._write_rows(cur, new, c)
         return new
@@ -222,13 +222,14 @@ class PostgresStore(Store):
                         "ON CONFLICT (run_id, step) DO UPDATE SET body = EXCLUDED.body",
                         (run_id, c.view.step, c.view.model_dump_json()))
         for key, (result, error) in c.effects_done.items():
-            cur.execute("UPDATE effects SET status = 'DONE', result = %s, error = %s, "
-                        "finished_at = %s WHERE key = %s",
-                        (_jsonb(result), error, new.updated_at, key))
+            text = _dumps(result)
+            cur.execute("UPDATE effects SET status = 'DONE', result = %s, "
+                        "result_doc = %s::jsonb, error = %s, finished_at = %s WHERE key = %s",
+                        (text, _doc(text), error, new.updated_at, key))
         if c.new_approval is not None:
             a = c.new_approval.model_dump(mode="json")
-            a["args"] = _jsonb(a["args"])
-            cur.execute(_INSERT_APPROVAL, tuple(a[k] for k in _APPROVAL_COLS))
+            a["args"] = _dumps(a["args"])
+            cur.execute(_INSERT_APPROVAL, (*(a[k] for k in _APPROVAL_COLS), _doc(a["args"])))
         for sha, content in c.artifacts.items():
             cur.execute("INSERT INTO artifacts (sha256, content, size) VALUES (%s, %s, %s) "
                         "ON CONFLICT DO NOTHING", (sha, content, len(content)))
@@ -284,13 +285,14 @@ class PostgresStore(Store):
 
     def claim_effect(self, effect: Effect, *, owner: str | None = None,
                      version: int | None = None) -> Effect | None:
+        args = _dumps(effect.args)
         with self._tx() as conn:
             self._fence(conn, effect.run_id, owner, version)
             row = conn.execute(
-                "INSERT INTO effects (key, run_id, step, tool, args, status, started_at) "
-                "VALUES (%s, %s, %s, %s, %s, 'STARTED', %s) ON CONFLICT (key) DO NOTHING "
-                "RETURNING key",
-                (effect.key, effect.run_id, effect.step, effect.tool, _jsonb(effect.args),
+                "INSERT INTO effects (key, run_id, step, tool, args, args_doc, status, "
+                "started_at) VALUES (%s, %s, %s, %s, %s, %s::jsonb, 'STARTED', %s) "
+                "ON CONFLICT (key) DO NOTHING RETURNING key",
+                (effect.key, effect.run_id, effect.step, effect.tool, args, _doc(args),
                  effect.started_at),
             ).fetchone()
             if row is not None:
@@ -325,8 +327,12 @@ class PostgresStore(Store):
             args.append(run_id)
         if pending_only:
             sql += " AND decision IS NULL"
-        rows = self._read(sql + " ORDER BY requested_at, approval_id", tuple(args))
-        return [Approval.model_validate(dict(zip(_APPROVAL_COLS, r, strict=True))) for r in rows]
+        out = []
+        for r in self._read(sql + " ORDER BY requested_at, approval_id", tuple(args)):
+            d = dict(zip(_APPROVAL_COLS, r, strict=True))
+            d["args"] = json.loads(d["args"])
+            out.append(Approval.model_validate(d))
+        return out
 
     def artifact(self, sha256: str) -> str | None:
         rows = self._read("SELECT content FROM artifacts WHERE sha256 = %s", (sha256,))
@@ -432,7 +438,7 @@ class PostgresStore(Store):
 
 
 def _run(row: tuple[Any, ...]) -> RunState:
-    data = dict(row[0])
+    data = json.loads(row[0])
     data["version"] = row[1]
     return RunState.model_validate(data)
 
@@ -444,7 +450,10 @@ def _event_row(e: Event) -> tuple[Any, ...]:
 
 
 def _effect(row: tuple[Any, ...]) -> Effect:
-    return Effect.model_validate(dict(zip(_EFFECT_COLS, row, strict=True)))
+    d = dict(zip(_EFFECT_COLS, row, strict=True))
+    d["args"] = json.loads(d["args"])
+    d["result"] = json.loads(d["result"]) if d["result"] is not None else None
+    return Effect.model_validate(d)
 
 
 def _held(owner: str | None, until: float | None, now: float) -> bool:
