@@ -156,8 +156,9 @@ class Worker:
                      "its commit/write was refused")
         except Exception as exc:  # noqa: BLE001 - a worker survives any one run's failure
             self._count("dropped")
-            self.say(f"dropped {run_id}: {type(exc).__name__}: {exc}")
-            self._release_quietly(run_id, owner)
+            self.say(f"dropped {run_id}: {type(exc).__name__}: {exc}; retried once its "
+                     f"lease expires ({self.config.lease_seconds:g}s)")
+            self._hold(run_id, owner)
         finally:
             with self._lock:
                 self._inflight.pop(run_id, None)
@@ -174,11 +175,12 @@ class Worker:
             self._count("dropped")
             self.say(f"dropped {run.run_id}: stopped as {run.status} ({run.reason})")
 
-    def _release_quietly(self, run_id: str, owner: str) -> None:
+    def _hold(self, run_id: str, owner: str) -> None:
+        """Keep a failed run's lease until it expires: the retry waits, nobody spins on it."""
         try:
-            self.store.release(run_id, owner)
+            self.store.acquire(run_id, owner, self.clock(), ttl=self.config.lease_seconds)
         except FSMError:
-            pass  # unreachable: the lease expires on its own
+            pass  # taken by another worker already, or the database is unreachable
 
     def _engine(self, run_id: str, owner: str) -> Engine:
         spec, policy = self._parts(self.store.load_run(run_id), self.store.events(run_id))
