@@ -147,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.soak:
             logs = Path(tempfile.mkdtemp(prefix="fsm-soak-"))
             orders = submit_refunds(url, args.runs)
-            soak = Soak(url, logs, workers=args.workers, concurrency=16, lease_seconds=3.0,
-                        sleep=0.05, say=lambda line: print(line, flush=True))
+            soak = Soak(url, logs, workers=args.workers, concurrency=8, lease_seconds=3.0,
+                        sleep=0.2, say=lambda line: print(line, flush=True))
             report = soak.run(orders, kill_for=args.kill_for, kill_every=(0.5, 2.0),
                               timeout=900)
             print("\n".join(report.lines()))

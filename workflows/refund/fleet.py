@@ -131,6 +131,7 @@ class Report:
     kills: int = 0
     workers_started: int = 0
     payments: int = 0
+    gateway_calls: int = 0
     takeovers: int = 0
     dropped: int = 0
     audits_clean: int = 0
@@ -143,7 +144,8 @@ class Report:
             f"workers     {self.workers_started} started, {self.kills} SIGKILLed",
             f"takeovers   {self.takeovers} runs taken from a dead or stale holder, "
             f"{self.dropped} dropped by a worker",
-            f"payments    {self.payments} (each order at most once, the decided amount)",
+            f"payments    {self.payments} (each order at most once, the decided amount); "
+            f"{self.gateway_calls} gateway refund calls (a repeated key is not paid again)",
             f"audits      {self.audits_clean}/{self.runs} clean",
             f"time        {self.seconds:.1f}s",
         ] + [f"PROBLEM     {p}" for p in self.problems]
@@ -233,6 +235,7 @@ class Soak:
         shop = PostgresShop(self.url)
         try:
             ledger = shop.ledger()
+            r.gateway_calls = len(shop.calls("refund"))
         finally:
             shop.close()
         r.payments = len(ledger)
