@@ -75,8 +75,7 @@ def worker_cmd(
     config = WorkerConfig(concurrency=concurrency, workflows=workflow or None, policy=policy,
                           lease_seconds=lease_seconds, poll_seconds=poll_seconds,
                           sweep_seconds=sweep_seconds)
-    worker = Worker(store, config, clock=clock,
-                    log=lambda line: console.print(line, markup=False))
+    worker = Worker(store, config, clock=clock, log=_say)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
     try:
@@ -88,6 +87,12 @@ def worker_cmd(
                 worker.run()
     finally:
         store.close()
+
+
+def _say(line: str) -> None:
+    # Flushed at once: a worker's log must survive a SIGKILL up to its last line.
+    console.print(line, markup=False)
+    console.file.flush()
 
 
 def _print_stats(data: dict[str, Any], as_json: bool) -> None:

@@ -165,12 +165,16 @@ class Soak:
         self.workers: list[subprocess.Popen[bytes]] = []
         self.dead: list[subprocess.Popen[bytes]] = []
         self.approver: subprocess.Popen[bytes] | None = None
+        self.log_of: dict[int, Path] = {}
         self.report = Report()
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
-        with open(self.logs / f"{name}.log", "ab") as out:
-            return subprocess.Popen([sys.executable, *args], env=self.env, stdout=out,
-                                    stderr=subprocess.STDOUT)
+        path = self.logs / f"{name}.log"
+        with open(path, "ab") as out:
+            p = subprocess.Popen([sys.executable, *args], env=self.env, stdout=out,
+                                 stderr=subprocess.STDOUT)
+        self.log_of[p.pid] = path
+        return p
 
     def start_worker(self) -> subprocess.Popen[bytes]:
         self.report.workers_started += 1
@@ -185,8 +189,13 @@ class Soak:
         self.approver = self._spawn(["-m", "workflows.refund", "approver", "--db", self.url],
                                     "approver")
 
+    def busy(self, p: subprocess.Popen[bytes]) -> bool:
+        """True once worker ``p`` has taken a run (its log says so)."""
+        return ": taken " in self.log_of[p.pid].read_text(errors="replace")
+
     def kill_one(self, rng: random.Random) -> None:
-        victim = rng.choice(self.workers)
+        """SIGKILL a random worker, one driving runs if any is, and start another."""
+        victim = rng.choice([w for w in self.workers if self.busy(w)] or self.workers)
         victim.kill()
         victim.wait()
         self.workers.remove(victim)

@@ -39,7 +39,7 @@ def run_fleet_demo(db: str | None = None, runs: int = 30, workers: int = 3) -> i
               "process approves those while the workers run")
         _title(f"{workers} workers (logs in {logs}); one is SIGKILLed mid-run, a new one starts")
         soak = Soak(url, logs, workers=workers, concurrency=4, lease_seconds=3.0, sleep=0.3)
-        report = soak.run(orders, kill_for=3.0, kill_every=(2.5, 2.5), timeout=180)
+        report = soak.run(orders, kill_for=4.5, kill_every=(4.0, 4.0), timeout=180)
         killed = soak.dead[0].pid if soak.dead else None
         for log in sorted(logs.glob("worker-*.log")):
             for line in log.read_text().splitlines():
