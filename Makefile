@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check bench diagrams clean
+.PHONY: demo demo-fleet test check bench diagrams clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -13,6 +13,9 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m workflows.refund demo
+
+demo-fleet: $(STAMP)
+	$(BIN)/python -m workflows.refund fleet-demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
@@ -32,6 +35,8 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/steps.py
 	$(BIN)/python bench/peers.py --json-out bench/peers.json
 	$(BIN)/python bench/profile_step.py --runs 100 --top 15
+	$(BIN)/python bench/pg_steps.py
+	$(BIN)/python bench/fleet.py
 
 diagrams: $(STAMP)
 	$(BIN)/fsm diagram refund -o diagrams/refund.dot

@@ -23,6 +23,7 @@ if _TYPE_CHECKING:
         InboxRefused,
         InvalidRunState,
         InvariantError,
+        LeaseLost,
         ModelConfigError,
         NothingPending,
         NotifyError,
@@ -54,6 +55,7 @@ if _TYPE_CHECKING:
     from fsm.runtime.engine import Engine
     from fsm.runtime.view import view_at
     from fsm.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
+    from fsm.store import open_store
     from fsm.store.base import Store
     from fsm.store.memory import MemoryStore
     from fsm.store.sqlite import SQLiteStore
@@ -66,9 +68,10 @@ _MODULES = {
         "AccountError", "ApprovalAlreadyDecided", "ApprovalError", "ApprovalExpired",
         "ApprovalRefused", "ApprovalStale", "ConcurrentUpdate", "DefinitionChanged",
         "DiagramError", "FSMError", "GraphvizMissing", "InboxRefused", "InvalidRunState",
-        "InvariantError", "ModelConfigError", "NothingPending", "NotifyError", "PriceError",
-        "RunError", "RunLocked", "RunNotFound", "ScriptExhausted", "ServeError", "StoreError",
-        "TransitionRefused", "UsageError", "WorkflowDefinitionError", "WorkflowNotFound",
+        "InvariantError", "LeaseLost", "ModelConfigError", "NothingPending", "NotifyError",
+        "PriceError", "RunError", "RunLocked", "RunNotFound", "ScriptExhausted", "ServeError",
+        "StoreError", "TransitionRefused", "UsageError", "WorkflowDefinitionError",
+        "WorkflowNotFound",
     ),
     "fsm.policy": ("Action", "Policy", "PolicyUnavailable", "Usage", "View"),
     "fsm.presentation": ("Presentation",),
@@ -79,6 +82,7 @@ _MODULES = {
     "fsm.runtime.engine": ("Engine",),
     "fsm.runtime.view": ("view_at",),
     "fsm.spec": ("ADVANCE", "Guard", "WorkflowSpec", "define_workflow", "guard"),
+    "fsm.store": ("open_store",),
     "fsm.store.base": ("Store",),
     "fsm.store.memory": ("MemoryStore",),
     "fsm.store.sqlite": ("SQLiteStore",),
@@ -125,6 +129,7 @@ __all__ = [
     "InboxRefused",
     "InvalidRunState",
     "InvariantError",
+    "LeaseLost",
     "MemoryStore",
     "ModelConfigError",
     "NoArgs",
@@ -158,5 +163,6 @@ __all__ = [
     "WorkflowSpec",
     "define_workflow",
     "guard",
+    "open_store",
     "view_at",
 ]

@@ -23,6 +23,7 @@
         ├── NothingPending           deciding a run that waits for nobody
         ├── ConcurrentUpdate         a stale writer lost the optimistic-version race
         ├── RunLocked                another process is driving the run right now
+        ├── LeaseLost                this process's lease was taken: it may not write
         ├── DefinitionChanged        resuming under a different workflow definition
         ├── TransitionRefused        the machine refused an event (internal boundary)
         └── ApprovalError
@@ -158,6 +159,23 @@ class RunLocked(RunError):
             f"run {run_id!r} is being driven by another process ({owner}); "
             "wait for it to stop, then resume (if that process is gone for good: "
             "fsm resume --take-over)",
+            run_id=run_id,
+        )
+
+
+class LeaseLost(RunError):
+    """The writer no longer holds the run's lease (it expired and was taken over).
+
+    Raised by a step's commit and an effect's claim, which check the lease in the
+    same transaction: nothing was written, and the tool did not run.
+    """
+
+    def __init__(self, run_id: str, owner: str, holder: str | None) -> None:
+        self.owner = owner
+        self.holder = holder
+        super().__init__(
+            f"run {run_id!r}: the lease of {owner} was lost (now held by "
+            f"{holder or 'nobody'}); nothing was written, and this process drops the run",
             run_id=run_id,
         )
 

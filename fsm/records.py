@@ -416,6 +416,9 @@ class StepCommit:
     new_approval: Approval | None = None
     decision: ApprovalDecision | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
+    #: The lease owner writing the step: the store refuses the commit (``LeaseLost``)
+    #: unless this owner still holds the run's lease. ``None``: no check.
+    owner: str | None = None
 
 
 def _link(prev_hash: str, body: dict[str, Any]) -> str:

@@ -181,7 +181,7 @@ def test_a_version_1_database_migrates_and_keeps_its_runs(tmp_path: Path) -> Non
     store = SQLiteStore(path)
     assert store.schema_version == len(MIGRATIONS)
     cols = {r[1] for r in store._read("PRAGMA table_info(runs)")}
-    assert {"lease_owner", "lease_at", "log_count", "log_head"} <= cols
+    assert {"lease_owner", "lease_at", "lease_until", "log_count", "log_head"} <= cols
     run = store.load_run("old")
     assert (run.version, run.schema_version, run.used.steps, run.used.cost_micros) == (7, 3, 4, 900)
     # The log head of a run logged before the head was kept is filled in from its log.

@@ -1,7 +1,7 @@
 """One contract for every store: whatever the backend, the engine sees the same behaviour.
 
-Every test runs against each store through the ``store`` fixture (in-memory and
-SQLite), in the style of Burr's persistence suite.
+Every test runs against each store through the ``store`` fixture (in-memory, SQLite
+and PostgreSQL), in the style of Burr's persistence suite.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from fsm import (
     ConcurrentUpdate,
     Effect,
     Event,
+    LeaseLost,
     MemoryStore,
     RunError,
     RunLocked,
@@ -32,14 +33,20 @@ from fsm import (
     ViewRecord,
 )
 from fsm.records import GENESIS, ApprovalDecision, Compaction, StepCommit, fingerprint, verify_chain
+from fsm.store import open_store
 
-STORES = ["memory", "sqlite"]
+STORES = ["memory", "sqlite", "postgres"]
 
 
 @pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store = MemoryStore() if request.param == "memory" else SQLiteStore(
-        str(tmp_path / "runs.db"))
+    s: Store
+    if request.param == "memory":
+        s = MemoryStore()
+    elif request.param == "sqlite":
+        s = SQLiteStore(str(tmp_path / "runs.db"))
+    else:
+        s = open_store(request.getfixturevalue("pg_url"))
     yield s
     s.close()
 
@@ -410,3 +417,113 @@ def test_leases_do_not_change_the_run_or_its_log(store: Store) -> None:
     store.release("r1", _owner(os.getpid()))
     assert snapshot(store) == before
     assert store.commit(step_commit(run, 1)).version == 2
+
+
+# -- leases that expire, and the fence -------------------------------------------------------
+
+ELSEWHERE = "elsewhere.example:1:a"
+OTHER = "other.example:2:b"
+
+
+def test_an_expired_lease_may_be_taken_by_anyone(store: Store) -> None:
+    created(store)
+    assert store.acquire("r1", ELSEWHERE, 1000.0, ttl=30.0) is None
+    lease = store.lease("r1")
+    assert lease is not None and (lease.owner, lease.until) == (ELSEWHERE, 1030.0)
+    with pytest.raises(RunLocked):
+        store.acquire("r1", OTHER, 1029.9, ttl=30.0)
+    assert store.acquire("r1", OTHER, 1030.0, ttl=30.0) == ELSEWHERE
+    assert store.lease("r1") == type(lease)(OTHER, 1060.0)
+
+
+def test_a_heartbeat_renews_only_the_holders_lease(store: Store) -> None:
+    created(store)
+    store.acquire("r1", ELSEWHERE, 1000.0, ttl=30.0)
+    assert store.renew("r1", ELSEWHERE, 1020.0, 30.0) is True
+    with pytest.raises(RunLocked):
+        store.acquire("r1", OTHER, 1040.0, ttl=30.0)  # renewed until 1050
+    assert store.renew("r1", OTHER, 1041.0, 30.0) is False
+    store.acquire("r1", OTHER, 1050.0, ttl=30.0)
+    assert store.renew("r1", ELSEWHERE, 1051.0, 30.0) is False  # lost: cannot renew back
+    lease = store.lease("r1")
+    assert lease is not None and lease.owner == OTHER
+    store.release("r1", OTHER)
+    assert store.lease("r1") is None
+
+
+def test_a_commit_by_a_writer_that_lost_its_lease_is_refused_and_writes_nothing(
+        store: Store) -> None:
+    run = created(store)
+    store.acquire("r1", ELSEWHERE, 1000.0, ttl=30.0)
+    ok = step_commit(run, 1)
+    ok.owner = ELSEWHERE
+    run = store.commit(ok)
+    store.acquire("r1", OTHER, 1031.0, ttl=30.0)  # expired, taken over
+    before = snapshot(store)
+    stale = step_commit(run, 2, new_approval=approval(run))
+    stale.owner = ELSEWHERE
+    with pytest.raises(LeaseLost) as info:
+        store.commit(stale)
+    assert (info.value.run_id, info.value.owner, info.value.holder) == ("r1", ELSEWHERE, OTHER)
+    assert "lease of elsewhere.example:1:a was lost (now held by other.example:2:b)" in str(
+        info.value)
+    assert snapshot(store) == before
+    store.release("r1", OTHER)
+    with pytest.raises(LeaseLost, match="now held by nobody"):
+        store.commit(stale)
+    assert snapshot(store) == before
+
+
+def test_an_effect_claim_checks_the_lease_and_the_version(store: Store) -> None:
+    run = created(store)
+    store.acquire("r1", ELSEWHERE, 1000.0, ttl=30.0)
+    with pytest.raises(ConcurrentUpdate):
+        store.claim_effect(effect(), owner=ELSEWHERE, version=run.version + 1)
+    store.acquire("r1", OTHER, 1031.0, ttl=30.0)
+    with pytest.raises(LeaseLost):
+        store.claim_effect(effect(), owner=ELSEWHERE, version=run.version)
+    assert store.effect("r1:1") is None  # nothing claimed: the tool must not run
+    assert store.claim_effect(effect(), owner=OTHER, version=run.version) is None
+    assert store.effect("r1:1") is not None
+
+
+W1, W2 = "w1.example:1:w", "w2.example:2:w"
+
+
+def test_claim_runnable_takes_each_free_running_run_once(store: Store) -> None:
+    created(store, "r1")
+    created(store, "r2")
+    store.create_run(new_run("paused", status="awaiting_approval"))
+    store.create_run(new_run("other-wf", workflow="elsewhere"))
+    created(store, "held")
+    store.acquire("held", ELSEWHERE, 1000.0, ttl=30.0)
+    first = store.claim_runnable(W1, 1010.0, 30.0, workflows=["wf"], limit=10)
+    assert sorted(c.run_id for c in first) == ["r1", "r2"]
+    assert {c.workflow for c in first} == {"wf"} and {c.previous for c in first} == {None}
+    assert store.claim_runnable(W2, 1011.0, 30.0, workflows=["wf"], limit=10) == []
+    later = store.claim_runnable(W2, 1040.5, 30.0, workflows=["wf"], limit=1)
+    assert len(later) == 1 and later[0].previous in (W1, ELSEWHERE)
+    lease = store.lease(later[0].run_id)
+    assert lease is not None and (lease.owner, lease.until) == (W2, 1070.5)
+
+
+def test_nul_characters_and_unicode_read_back_exactly(store: Store) -> None:
+    """A model may put U+0000 anywhere; PostgreSQL's JSONB cannot hold it, the store must."""
+    odd = "a\x00b ₹350 \\u0000 \u2028"
+    run = created(store)
+    with_odd = run.model_copy(update={"answer": odd, "facts": {"note": odd}})
+    c = step_commit(with_odd, 1, messages=1, new_approval=approval(run).model_copy(
+        update={"args": {"text": odd}}))
+    c.messages[0]["args"]["text"] = odd
+    c.events[1].detail["text"] = odd
+    store.claim_effect(effect().model_copy(update={"args": {"text": odd}}))
+    c.effects_done["r1:1"] = ({"echo": odd}, None)
+    after = store.commit(c)
+    loaded = store.load_run("r1")
+    assert loaded == after and loaded.answer == odd and loaded.facts == {"note": odd}
+    assert store.messages("r1", 1)[0]["args"]["text"] == odd
+    assert store.events("r1")[-1].detail == {"n": 1, "text": odd}
+    assert verify_chain(store.events("r1")) is None
+    e = store.effect("r1:1")
+    assert e is not None and e.args == {"text": odd} and e.result == {"echo": odd}
+    assert store.approvals("r1")[0].args == {"text": odd}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
-from fsm.cli import auditor, inspect, ops  # noqa: F401 - they register their commands
+from fsm.cli import auditor, fleet, inspect, ops  # noqa: F401 - they register their commands
 from fsm.cli.app import app, err_console
 from fsm.errors import FSMError
 

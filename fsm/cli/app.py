@@ -46,7 +46,8 @@ def _root() -> None:
     """Run, inspect, approve and audit fsm workflow runs."""
 
 
-DB_HELP = "SQLite database file (default: $FSM_DB, else ./fsm.db)"
+DB_HELP = ("database: a SQLite file or sqlite:///path, or postgresql://user@host/dbname "
+           "(default: $FSM_DB, else ./fsm.db)")
 JSON_HELP = "print JSON instead of a table"
 
 

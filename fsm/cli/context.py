@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from fsm.records import RunState
     from fsm.runtime.engine import Engine
     from fsm.spec import WorkflowSpec
-    from fsm.store import SQLiteStore, Store
+    from fsm.store import Store
 
 
 def clock() -> float:
@@ -28,7 +28,7 @@ def clock() -> float:
     return time.time() + offset
 
 
-def store_for(db: str | None) -> SQLiteStore:
+def store_for(db: str | None) -> Store:
     from fsm.store import open_store
 
     return open_store(db_path(db))
@@ -40,7 +40,7 @@ def fmt_time(t: float | None) -> str:
     return utc(t)
 
 
-def workflow_ref(store: SQLiteStore, run: RunState) -> str:
+def workflow_ref(store: Store, run: RunState) -> str:
     """How the run's workflow was named when it started (registered name or module:attr)."""
     events = store.events(run.run_id)
     if events and events[0].kind == "start":
@@ -50,7 +50,7 @@ def workflow_ref(store: SQLiteStore, run: RunState) -> str:
     return run.workflow
 
 
-def spec_for_run(store: SQLiteStore, run: RunState) -> WorkflowSpec:
+def spec_for_run(store: Store, run: RunState) -> WorkflowSpec:
     from fsm.registry import load_workflow
 
     return load_workflow(workflow_ref(store, run))
@@ -81,7 +81,7 @@ def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: st
     return found, "default"
 
 
-def engine_for_run(store: SQLiteStore, run_id: str, *, policy: str | None = None,
+def engine_for_run(store: Store, run_id: str, *, policy: str | None = None,
                    model: str | None = None, base_url: str | None = None,
                    timeout: float | None = None) -> Engine:
     """An engine for an existing run, with the policy it started with unless overridden."""

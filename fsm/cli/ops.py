@@ -21,7 +21,7 @@ from .context import (
 # The runtime is imported by the commands that use it, so that ``fsm --help`` stays fast.
 if TYPE_CHECKING:
     from fsm.records import RunState
-    from fsm.store import SQLiteStore
+    from fsm.store import Store
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
@@ -29,7 +29,7 @@ TimeoutOpt = typer.Option(None, "--timeout", help="seconds to wait for each mode
                           "(default 60; raise it for slow local models); needs --model")
 
 
-def report(store: SQLiteStore, run: RunState, as_json: bool) -> None:
+def report(store: Store, run: RunState, as_json: bool) -> None:
     """Print the run id, the state path and the final status."""
     path = path_of(store, run.run_id)
     data: dict[str, Any] = {
@@ -135,11 +135,15 @@ EventOpt = typer.Option(
     "(default: the workflow's approve or deny event)")
 
 
+NoDriveOpt = typer.Option(False, "--no-drive",
+                          help="only record the decision; a worker (fsm worker) continues the run")
+
+
 def _decide(run_id: str, approved: bool, reviewer: str, note: str, db: str | None,
-            as_json: bool, event: str | None = None) -> None:
+            as_json: bool, event: str | None = None, no_drive: bool = False) -> None:
     store = store_for(db)
     engine = engine_for_run(store, run_id)
-    run = engine.decide(run_id, approved, reviewer, note, event=event)
+    run = engine.decide(run_id, approved, reviewer, note, event=event, drive=not no_drive)
     report(store, run, as_json)
 
 
@@ -149,11 +153,12 @@ def approve_cmd(
     reviewer: str = typer.Option(..., "--reviewer", help="who approves"),
     note: str = typer.Option("", "--note", help="a note for the log"),
     event: str | None = EventOpt,
+    no_drive: bool = NoDriveOpt,
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Approve what a paused run waits for, then continue it in this process."""
-    _decide(run_id, True, reviewer, note, db, as_json, event)
+    _decide(run_id, True, reviewer, note, db, as_json, event, no_drive)
 
 
 @app.command("deny")
@@ -162,13 +167,14 @@ def deny_cmd(
     reviewer: str = typer.Option(..., "--reviewer", help="who denies"),
     note: str = typer.Option(..., "--note", help="why; the model reads it"),
     event: str | None = EventOpt,
+    no_drive: bool = NoDriveOpt,
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Deny what a paused run waits for, then continue it in this process."""
     if not note.strip():
         raise UsageError("--note must say why the request is denied")
-    _decide(run_id, False, reviewer, note, db, as_json, event)
+    _decide(run_id, False, reviewer, note, db, as_json, event, no_drive)
 
 
 @app.command("sweep")

@@ -61,3 +61,6 @@ class StepContext:
     has_events: bool = field(default=True)
     #: The workflow's resources at the store's location, for its tools.
     resources: Resources | None = None
+    #: The lease owner the step writes as: the store refuses a commit or an effect claim
+    #: from an owner that no longer holds the run's lease (``None``: no check).
+    owner: str | None = None

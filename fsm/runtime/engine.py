@@ -8,13 +8,21 @@ model and an event in the log.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import threading
 import time
 from typing import Any
 
 from pydantic import ValidationError
 
-from fsm.errors import DefinitionChanged, InvalidRunState, RunLocked, validation_summary
+from fsm.errors import (
+    DefinitionChanged,
+    FSMError,
+    InvalidRunState,
+    RunLocked,
+    validation_summary,
+)
 from fsm.faults import fault
 from fsm.policy import Action, PolicyFn, PolicyUnavailable, Usage, as_action
 from fsm.records import (
@@ -38,11 +46,14 @@ from fsm.tools import Resources
 class Engine:
     """Drives runs of one workflow against one store with one policy."""
 
+    #: Seconds a run's lease lasts without a heartbeat (see ``_Lease``).
+    lease_seconds: float = 30.0
+
     def __init__(
         self, spec: WorkflowSpec, store: Store, policy: PolicyFn | None = None, *,
         budgets: Budgets | None = None, result_cap: int = 8000, max_repeats: int | None = 3,
         clock: Clock = time.time, compactor: Compactor | None = None,
-        plain_errors: bool = False,
+        plain_errors: bool = False, resources: Resources | None = None,
     ) -> None:
         self.spec = spec
         self.store = store
@@ -53,17 +64,32 @@ class Engine:
         self.owner = new_owner()
         self._transcripts = Transcripts(store)
         self._schemas = Schemas(spec)
-        #: The workflow's resources, opened from the store's location on first use.
-        self.resources = Resources(spec.resources, store.location)
+        #: The workflow's resources, opened from the store's location on first use (or
+        #: shared, when given: a worker keeps one set for all the runs it drives).
+        self._own_resources = resources is None
+        self.resources = resources or Resources(spec.resources, store.location)
         self._ctx = StepContext(
             spec=spec, store=store, clock=clock, transcripts=self._transcripts,
             result_cap=result_cap, max_repeats=max_repeats, plain_errors=plain_errors,
             has_events=any(spec.transitions.values()), resources=self.resources,
+            owner=self.owner,
         )
+
+    @property
+    def owner(self) -> str:
+        """The lease owner this engine drives runs as (a worker sets its own)."""
+        return self._owner
+
+    @owner.setter
+    def owner(self, owner: str) -> None:
+        self._owner = owner
+        if hasattr(self, "_ctx"):
+            self._ctx = dataclasses.replace(self._ctx, owner=owner)
 
     def close(self) -> None:
         """Close the workflow resources this engine opened (not the store)."""
-        self.resources.close()
+        if self._own_resources:
+            self.resources.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -112,8 +138,10 @@ class Engine:
             return self._drive(run) if run.status == "running" else run
 
     def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "", *,
-               event: str | None = None) -> RunState:
+               event: str | None = None, drive: bool = True) -> RunState:
         """Approve or deny what a paused run waits for, then continue the run.
+
+        ``drive=False`` only records the decision and leaves the run to the workers.
 
         ``event`` names the human event to fire when the waiting state has more than
         the workflow's approve and deny events.
@@ -131,7 +159,7 @@ class Engine:
             run = s.save()
             if ruling.verdict == "expired":
                 raise review.expired_error(run_id, approval, run)
-            return self._drive(run) if run.status == "running" else run
+            return self._drive(run) if drive and run.status == "running" else run
 
     def raise_budgets(self, run_id: str, budgets: Budgets, by: str) -> RunState:
         """Give a run new budgets (an operator's decision, logged with who made it)."""
@@ -290,16 +318,45 @@ def usable(raw: Any) -> Action:
     return action
 
 
+# -- leases: an owner, an expiry, a heartbeat ------------------------------------------
+#
+# While a run is driven its lease is renewed every third of ``Engine.lease_seconds``.
+# A process that stops beating (killed, paused, cut off) loses the run once the lease
+# expires; its next commit or effect claim is refused by the store (``LeaseLost``),
+# because both carry ``Engine.owner`` and are checked in the same transaction.
+
 class _Lease:
     def __init__(self, engine: Engine, run_id: str, force: bool = False) -> None:
         self.engine = engine
         self.run_id = run_id
         self.force = force
+        self._stop = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def __enter__(self) -> str | None:
-        return self.engine.store.acquire(self.run_id, self.engine.owner, self.engine.clock(),
-                                         force=self.force)
+        e, ttl = self.engine, self.engine.lease_seconds
+        previous = e.store.acquire(self.run_id, e.owner, e.clock(), force=self.force, ttl=ttl)
+        self._beat = threading.Thread(target=self._heartbeat, args=(ttl,), daemon=True,
+                                      name=f"fsm-lease-{self.run_id}")
+        self._beat.start()
+        return previous
+
+    def _heartbeat(self, ttl: float) -> None:
+        e = self.engine
+        while not self._stop.wait(ttl / 3):
+            try:
+                if not e.store.renew(self.run_id, e.owner, e.clock(), ttl):
+                    return  # lost: the fence refuses this process's next write
+            except FSMError:
+                continue  # the database is unreachable: try again on the next beat
 
     def __exit__(self, *exc: object) -> None:
-        self.engine.store.release(self.run_id, self.engine.owner)
-        self.engine._transcripts.forget(self.run_id)
+        self._stop.set()
+        if self._beat is not None:
+            self._beat.join()
+        try:
+            self.engine.store.release(self.run_id, self.engine.owner)
+        except FSMError:
+            pass  # the database is unreachable: the lease expires on its own
+        finally:
+            self.engine._transcripts.forget(self.run_id)

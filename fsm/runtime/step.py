@@ -213,7 +213,7 @@ class Step:
                 existing = self.ctx.store.claim_effect(Effect(
                     key=key, run_id=self.run.run_id, step=self.step, tool=tool_name,
                     args=args_dict, status="STARTED", started_at=self.ctx.clock(),
-                ))
+                ), owner=self.ctx.owner, version=self.expected_version)
             if existing is not None:
                 if existing.status == "DONE":
                     self.event("tool", tool=tool_name, detail={"key": key, "replayed": True})
@@ -399,6 +399,7 @@ class Step:
             run=self.run, expected_version=self.expected_version, messages=self.messages,
             view=self.view, events=self.events, effects_done=self.effects_done,
             new_approval=self.new_approval, decision=self.decision, artifacts=self.artifacts,
+            owner=self.ctx.owner,
         )
 
     def save(self) -> RunState:

@@ -1,6 +1,6 @@
 """The store interface the engine talks to, and the records it keeps.
 
-Every store (in-memory, SQLite) passes the same contract suite
+Every store (in-memory, SQLite, PostgreSQL) passes the same contract suite
 (``tests/test_store_contract.py``). One :class:`StepCommit` is applied all or
 nothing: the run row, the new transcript messages, the view snapshot, the log
 events, finished effects, approval changes and artifacts.
@@ -8,12 +8,33 @@ events, finished effects, approval changes and artifacts.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from fsm.errors import StoreError
 from fsm.records import Approval, Effect, Event, RunState, StepCommit, ViewRecord
 from fsm.store.people import Account, Notification, Refusal
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a run's lease, and until when (``None``: until released)."""
+
+    owner: str
+    until: float | None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A run a worker claimed: its id, workflow, and the lease holder it replaced."""
+
+    run_id: str
+    workflow: str
+    previous: str | None
 
 
 class Store(ABC):
@@ -54,11 +75,15 @@ class Store(ABC):
     def events(self, run_id: str) -> list[Event]: ...
 
     @abstractmethod
-    def claim_effect(self, effect: Effect) -> Effect | None:
+    def claim_effect(self, effect: Effect, *, owner: str | None = None,
+                     version: int | None = None) -> Effect | None:
         """Commit a STARTED row for ``effect.key`` now, in its own transaction.
 
         Returns ``None`` when this call claimed the key, else the existing row
-        (the tool must then not run again).
+        (the tool must then not run again). With ``owner`` (and ``version``) the same
+        transaction checks that ``owner`` still holds the run's lease (and the run is
+        at ``version``): else :class:`~fsm.errors.LeaseLost` (or
+        :class:`~fsm.errors.ConcurrentUpdate`) and nothing is claimed.
         """
 
     @abstractmethod
@@ -80,15 +105,49 @@ class Store(ABC):
         """(number of log events, hash of the last one), kept with the run row."""
 
     @abstractmethod
-    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False) -> str | None:
+    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False,
+                ttl: float | None = None) -> str | None:
         """Take the run's lease or raise :class:`~fsm.errors.RunLocked`; the previous holder.
 
-        A lease held by a process that no longer exists on this host is taken over;
-        ``force`` takes it from any holder (an operator's decision: the holder is gone).
+        The lease lasts ``ttl`` seconds from ``now`` (``None``: until released) and is
+        renewed with :meth:`renew`. An expired lease, or one held by a process that no
+        longer exists on this host, is taken over; ``force`` takes it from any holder
+        (an operator's decision: the holder is gone).
         """
 
     @abstractmethod
+    def renew(self, run_id: str, owner: str, now: float, ttl: float) -> bool:
+        """Extend ``owner``'s lease to ``now + ttl``; False when ``owner`` lost it."""
+
+    @abstractmethod
     def release(self, run_id: str, owner: str) -> None: ...
+
+    @abstractmethod
+    def lease(self, run_id: str) -> Lease | None:
+        """The run's lease as stored (expired or not), or ``None``."""
+
+    @abstractmethod
+    def claim_runnable(self, owner: str, now: float, ttl: float, *,
+                       workflows: list[str] | None = None, limit: int = 1) -> list[Claimed]:
+        """Lease up to ``limit`` runs that are ``running`` and free, for ``owner``.
+
+        Free: unleased, expired, or held by a dead process of this host. Two workers
+        calling this at once never get the same run.
+        """
+
+    # -- fleet helpers with defaults that suit one process --------------------------
+
+    def subscribe(self, wake: threading.Event, stop: threading.Event) -> bool:
+        """Set ``wake`` whenever a run may have become runnable, until ``stop``.
+
+        Returns False when the store cannot notify (the caller then polls).
+        """
+        return False
+
+    @contextmanager
+    def sweep_lock(self) -> Iterator[bool]:
+        """Hold the fleet-wide right to sweep expired approvals; yields False if taken."""
+        yield True
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""

@@ -1,8 +1,10 @@
-"""Run leases: which process is driving a run right now.
+"""Run leases: which process is driving a run right now, and until when.
 
-An owner is ``"host:pid:token"``. A lease whose process is gone from this host is
-free, so a run killed with SIGKILL can be resumed at once, while a live process
-keeps everyone else out.
+An owner is ``"host:pid:token"``. A lease carries an expiry (``lease_until``) that
+the driving process renews with a heartbeat; once it passes, anyone may take the
+run, on any machine. On one machine there is a fast path: a lease whose process is
+gone from this host is free at once, so a run killed with SIGKILL can be resumed
+without waiting for the expiry, while a live process keeps everyone else out.
 """
 
 from __future__ import annotations
@@ -16,7 +18,18 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
+def this_host_prefix() -> str:
+    """The start of every owner id of this host (``"host:"``)."""
+    return f"{socket.gethostname()}:"
+
+
+def lease_expired(until: float | None, now: float) -> bool:
+    """True when a lease that lasts until ``until`` has run out at ``now``."""
+    return until is not None and until <= now
+
+
 def lease_is_free(owner: str | None) -> bool:
+    """True when nobody holds the lease or its process is gone from this host."""
     if not owner:
         return True
     try:
@@ -36,6 +49,11 @@ def lease_is_free(owner: str | None) -> bool:
     except PermissionError:
         return False
     return _is_zombie(pid)
+
+
+def expiry(now: float, ttl: float | None) -> float | None:
+    """``lease_until`` for a lease taken at ``now`` for ``ttl`` seconds (``None``: no expiry)."""
+    return None if ttl is None else now + ttl
 
 
 def _is_zombie(pid: int) -> bool:

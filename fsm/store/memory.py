@@ -6,10 +6,18 @@ import copy
 import threading
 from typing import Any
 
-from fsm.errors import ApprovalAlreadyDecided, ConcurrentUpdate, RunError, RunNotFound, StoreError
+from fsm.errors import (
+    ApprovalAlreadyDecided,
+    ConcurrentUpdate,
+    LeaseLost,
+    RunError,
+    RunLocked,
+    RunNotFound,
+    StoreError,
+)
 from fsm.records import GENESIS, Approval, Effect, Event, RunState, StepCommit, ViewRecord, chain
-from fsm.store.base import Store
-from fsm.store.lease import lease_is_free
+from fsm.store.base import Claimed, Lease, Store
+from fsm.store.lease import expiry, lease_expired, lease_is_free
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 
 
@@ -23,7 +31,7 @@ class MemoryStore(Store):
         self._effects: dict[str, Effect] = {}
         self._approvals: dict[str, Approval] = {}
         self._artifacts: dict[str, str] = {}
-        self._leases: dict[str, str] = {}
+        self._leases: dict[str, Lease] = {}
         self._accounts: dict[str, Account] = {}
         self._refusals: list[Refusal] = []
         self._notifications: dict[str, Notification] = {}
@@ -36,7 +44,7 @@ class MemoryStore(Store):
             self._messages[run.run_id] = []
             self._views[run.run_id] = {}
             self._events[run.run_id] = []
-            return self.commit(commit or StepCommit(run=run, expected_version=0))
+            return self._commit(commit or StepCommit(run=run, expected_version=0), fence=False)
 
     def load_run(self, run_id: str) -> RunState:
         with self._lock:
@@ -53,9 +61,21 @@ class MemoryStore(Store):
             ]
 
     def commit(self, commit: StepCommit) -> RunState:
+        return self._commit(commit, fence=True)
+
+    def _fence(self, run_id: str, owner: str | None, version: int | None) -> RunState:
+        current = self.load_run(run_id)
+        held = self._leases.get(run_id)
+        if owner is not None and (held is None or held.owner != owner):
+            raise LeaseLost(run_id, owner, held.owner if held else None)
+        if version is not None and current.version != version:
+            raise ConcurrentUpdate(run_id, version, current.version)
+        return current
+
+    def _commit(self, commit: StepCommit, *, fence: bool) -> RunState:
         with self._lock:
             run_id = commit.run.run_id
-            current = self.load_run(run_id)
+            current = self._fence(run_id, commit.owner if fence else None, None)
             if current.version != commit.expected_version:
                 raise ConcurrentUpdate(run_id, commit.expected_version, current.version)
             if commit.decision is not None:
@@ -116,8 +136,11 @@ class MemoryStore(Store):
                 raise RunNotFound(run_id)
             return [e.model_copy(deep=True) for e in self._events[run_id]]
 
-    def claim_effect(self, effect: Effect) -> Effect | None:
+    def claim_effect(self, effect: Effect, *, owner: str | None = None,
+                     version: int | None = None) -> Effect | None:
         with self._lock:
+            if owner is not None or version is not None:
+                self._fence(effect.run_id, owner, version)
             existing = self._effects.get(effect.key)
             if existing is not None:
                 return existing.model_copy(deep=True)
@@ -153,21 +176,51 @@ class MemoryStore(Store):
                 raise RunNotFound(run_id)
             return len(log), (log[-1].hash if log else GENESIS)
 
-    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False) -> str | None:
-        from fsm.errors import RunLocked
-
+    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False,
+                ttl: float | None = None) -> str | None:
         with self._lock:
             self.load_run(run_id)
             held = self._leases.get(run_id)
-            if held is not None and held != owner and not force and not lease_is_free(held):
-                raise RunLocked(run_id, held)
-            self._leases[run_id] = owner
-            return held if held != owner else None
+            if (held is not None and held.owner != owner and not force
+                    and _held(held.owner, held.until, now)):
+                raise RunLocked(run_id, held.owner)
+            self._leases[run_id] = Lease(owner, expiry(now, ttl))
+            return held.owner if held is not None and held.owner != owner else None
+
+    def renew(self, run_id: str, owner: str, now: float, ttl: float) -> bool:
+        with self._lock:
+            held = self._leases.get(run_id)
+            if held is None or held.owner != owner:
+                return False
+            self._leases[run_id] = Lease(owner, now + ttl)
+            return True
 
     def release(self, run_id: str, owner: str) -> None:
         with self._lock:
-            if self._leases.get(run_id) == owner:
+            held = self._leases.get(run_id)
+            if held is not None and held.owner == owner:
                 del self._leases[run_id]
+
+    def lease(self, run_id: str) -> Lease | None:
+        with self._lock:
+            self.load_run(run_id)
+            return self._leases.get(run_id)
+
+    def claim_runnable(self, owner: str, now: float, ttl: float, *,
+                       workflows: list[str] | None = None, limit: int = 1) -> list[Claimed]:
+        out: list[Claimed] = []
+        with self._lock:
+            for run in sorted(self._runs.values(), key=lambda r: (r.updated_at, r.run_id)):
+                if len(out) >= limit:
+                    break
+                if run.status != "running" or (workflows and run.workflow not in workflows):
+                    continue
+                held = self._leases.get(run.run_id)
+                if held is not None and _held(held.owner, held.until, now):
+                    continue
+                self._leases[run.run_id] = Lease(owner, now + ttl)
+                out.append(Claimed(run.run_id, run.workflow, held.owner if held else None))
+        return out
 
     # -- the approval inbox: accounts, refusals, the notification outbox ---------------
 
@@ -229,3 +282,8 @@ class MemoryStore(Store):
         with self._lock:
             if note.key in self._notifications:
                 self._notifications[note.key] = note.model_copy()
+
+
+def _held(owner: str | None, until: float | None, now: float) -> bool:
+    """Someone else's live lease: not expired, and not of a process gone from this host."""
+    return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)

@@ -102,7 +102,12 @@ MIGRATIONS: list[str] = [
     """
     CREATE INDEX effects_run ON effects (run_id, key)
     """,
-    # 4: the approval inbox: accounts, refused decision attempts, the notification
+    # 4: leases that expire, renewed by a heartbeat, so a lease works across machines.
+    """
+    ALTER TABLE runs ADD COLUMN lease_until REAL;
+    CREATE INDEX runs_runnable ON runs (status, lease_until)
+    """,
+    # 5: the approval inbox: accounts, refused decision attempts, the notification
     # outbox, and indexes for its pages (newest waiting approvals, newest runs).
     """
     CREATE TABLE accounts (

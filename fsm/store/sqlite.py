@@ -19,6 +19,7 @@ from typing import Any
 from fsm.errors import (
     ApprovalAlreadyDecided,
     ConcurrentUpdate,
+    LeaseLost,
     RunError,
     RunLocked,
     RunNotFound,
@@ -35,8 +36,8 @@ from fsm.records import (
     canonical,
     chain,
 )
-from fsm.store.base import Store
-from fsm.store.lease import lease_is_free
+from fsm.store.base import Claimed, Lease, Store
+from fsm.store.lease import expiry, lease_expired, lease_is_free, this_host_prefix
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 from fsm.store.schema import MIGRATIONS
 
@@ -144,7 +145,7 @@ class SQLiteStore(Store):
                 )
             except sqlite3.IntegrityError:
                 raise RunError(f"run {run.run_id!r} already exists", run_id=run.run_id) from None
-            return self._apply(db, commit)
+            return self._apply(db, commit, fence=False)
 
     def load_run(self, run_id: str) -> RunState:
         rows = self._read("SELECT snapshot, version FROM runs WHERE run_id = ?", (run_id,))
@@ -171,12 +172,14 @@ class SQLiteStore(Store):
         with self._tx() as db:
             return self._apply(db, commit)
 
-    def _apply(self, db: sqlite3.Connection, c: StepCommit) -> RunState:
+    def _apply(self, db: sqlite3.Connection, c: StepCommit, *, fence: bool = True) -> RunState:
         run_id = c.run.run_id
-        row = db.execute("SELECT version, log_count, log_head FROM runs WHERE run_id = ?",
-                         (run_id,)).fetchone()
+        row = db.execute("SELECT version, log_count, log_head, lease_owner FROM runs "
+                         "WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise RunNotFound(run_id)
+        if fence and c.owner is not None and row[3] != c.owner:
+            raise LeaseLost(run_id, c.owner, row[3])
         if row[0] != c.expected_version:
             raise ConcurrentUpdate(run_id, c.expected_version, row[0])
         new = c.run.model_copy(update={"version": c.expected_version + 1})
@@ -293,8 +296,11 @@ class SQLiteStore(Store):
             out.append(Event.model_validate(d))
         return out
 
-    def claim_effect(self, effect: Effect) -> Effect | None:
+    def claim_effect(self, effect: Effect, *, owner: str | None = None,
+                     version: int | None = None) -> Effect | None:
         with self._tx() as db:
+            if owner is not None or version is not None:
+                self._fence(db, effect.run_id, owner, version)
             try:
                 db.execute(
                     "INSERT INTO effects (key, run_id, step, tool, args, status, started_at) "
@@ -306,6 +312,17 @@ class SQLiteStore(Store):
             except sqlite3.IntegrityError:
                 pass
         return self.effect(effect.key)
+
+    def _fence(self, db: sqlite3.Connection, run_id: str, owner: str | None,
+               version: int | None) -> None:
+        row = db.execute("SELECT lease_owner, version FROM runs WHERE run_id = ?",
+                         (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(run_id)
+        if owner is not None and row[0] != owner:
+            raise LeaseLost(run_id, owner, row[0])
+        if version is not None and row[1] != version:
+            raise ConcurrentUpdate(run_id, version, row[1])
 
     def effect(self, key: str) -> Effect | None:
         rows = self._read("SELECT * FROM effects WHERE key = ?", (key,))
@@ -342,22 +359,57 @@ class SQLiteStore(Store):
 
     # -- leases ---------------------------------------------------------------------
 
-    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False) -> str | None:
+    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False,
+                ttl: float | None = None) -> str | None:
         with self._tx() as db:
-            row = db.execute("SELECT lease_owner FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            row = db.execute("SELECT lease_owner, lease_until FROM runs WHERE run_id = ?",
+                             (run_id,)).fetchone()
             if row is None:
                 raise RunNotFound(run_id)
-            held = row[0]
-            if held and held != owner and not force and not lease_is_free(held):
+            held, until = row
+            if held and held != owner and not force and _held(held, until, now):
                 raise RunLocked(run_id, held)
-            db.execute("UPDATE runs SET lease_owner = ?, lease_at = ? WHERE run_id = ?",
-                       (owner, now, run_id))
+            db.execute("UPDATE runs SET lease_owner = ?, lease_at = ?, lease_until = ? "
+                       "WHERE run_id = ?", (owner, now, expiry(now, ttl), run_id))
             return held if held != owner else None
+
+    def renew(self, run_id: str, owner: str, now: float, ttl: float) -> bool:
+        with self._tx() as db:
+            cur = db.execute("UPDATE runs SET lease_until = ? WHERE run_id = ? AND lease_owner = ?",
+                             (now + ttl, run_id, owner))
+            return cur.rowcount == 1
 
     def release(self, run_id: str, owner: str) -> None:
         with self._tx() as db:
-            db.execute("UPDATE runs SET lease_owner = NULL WHERE run_id = ? AND lease_owner = ?",
-                       (run_id, owner))
+            db.execute("UPDATE runs SET lease_owner = NULL, lease_until = NULL "
+                       "WHERE run_id = ? AND lease_owner = ?", (run_id, owner))
+
+    def lease(self, run_id: str) -> Lease | None:
+        rows = self._read("SELECT lease_owner, lease_until FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        owner, until = rows[0]
+        return Lease(owner, until) if owner else None
+
+    def claim_runnable(self, owner: str, now: float, ttl: float, *,
+                       workflows: list[str] | None = None, limit: int = 1) -> list[Claimed]:
+        out: list[Claimed] = []
+        with self._tx() as db:
+            rows = db.execute(
+                "SELECT run_id, workflow, lease_owner, lease_until FROM runs "
+                "WHERE status = 'running' AND (lease_owner IS NULL OR lease_until <= ? "
+                "OR lease_owner LIKE ?) ORDER BY lease_until IS NOT NULL, lease_until, updated_at "
+                "LIMIT ?", (now, this_host_prefix() + "%", limit * 2 + 16),
+            ).fetchall()
+            for run_id, workflow, held, until in rows:
+                if len(out) >= limit:
+                    break
+                if (workflows and workflow not in workflows) or _held(held, until, now):
+                    continue
+                db.execute("UPDATE runs SET lease_owner = ?, lease_at = ?, lease_until = ? "
+                           "WHERE run_id = ?", (owner, now, now + ttl, run_id))
+                out.append(Claimed(run_id, workflow, held))
+        return out
 
     # -- the approval inbox: pages, accounts, refusals, the notification outbox --------
 
@@ -528,3 +580,8 @@ def _effect(row: sqlite3.Row) -> Effect:
     d["args"] = json.loads(d["args"])
     d["result"] = json.loads(d["result"]) if d["result"] is not None else None
     return Effect.model_validate(d)
+
+
+def _held(owner: str | None, until: float | None, now: float) -> bool:
+    """Someone else's live lease: not expired, and not of a process gone from this host."""
+    return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)

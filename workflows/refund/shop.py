@@ -3,6 +3,10 @@
 It behaves like an external provider: it keeps its own tables and writes them in
 its own transactions on its own connection, never inside the engine's step
 transaction. The gateway ignores an idempotency key it has already seen.
+
+The tables live in the same database as the runs: a SQLite file (:class:`Shop`) or
+a PostgreSQL database (:class:`PostgresShop`, for a fleet of workers), so "paid
+exactly once" can be checked across every worker. :func:`open_shop` picks one.
 """
 
 from __future__ import annotations
@@ -147,3 +151,127 @@ class _Tx:
             self.shop._db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
             self.shop._lock.release()
+
+
+_PG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS shop_orders (
+    order_id TEXT PRIMARY KEY, customer TEXT NOT NULL, item_id TEXT NOT NULL,
+    item_name TEXT NOT NULL, price_paise BIGINT NOT NULL, delivered_at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS shop_payments (
+    idempotency_key TEXT PRIMARY KEY, order_id TEXT NOT NULL, item_id TEXT NOT NULL,
+    amount_paise BIGINT NOT NULL, at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS shop_outbox (
+    idempotency_key TEXT PRIMARY KEY, customer TEXT NOT NULL, text TEXT NOT NULL,
+    at DOUBLE PRECISION NOT NULL
+);
+CREATE TABLE IF NOT EXISTS shop_calls (
+    n BIGSERIAL PRIMARY KEY, api TEXT NOT NULL, idempotency_key TEXT,
+    at DOUBLE PRECISION NOT NULL
+);
+"""
+#: Advisory lock key that serialises creating the shop's tables.
+_PG_SCHEMA_LOCK = 0x53484F50
+
+
+class PostgresShop:
+    """The shop's backend in a PostgreSQL database, on a small pool of its own."""
+
+    def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
+        import psycopg  # an optional extra: only a PostgreSQL shop needs it
+        from psycopg.rows import dict_row
+        from psycopg_pool import ConnectionPool
+
+        self.path = url
+        self.clock = clock
+        kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
+                                  "application_name": "fsm-shop"}
+        # A first connection of its own: a wrong URL fails here at once, with its reason.
+        with psycopg.connect(url, connect_timeout=10, **kwargs) as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_SCHEMA_LOCK,))
+            conn.execute(_PG_SCHEMA)
+        self._pool = ConnectionPool(url, min_size=1, max_size=4, open=True, name="shop",
+                                    kwargs=kwargs, check=ConnectionPool.check_connection,
+                                    timeout=10)
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
+        with self._pool.connection() as conn:
+            return list(conn.execute(sql, args).fetchall())  # type: ignore[arg-type]
+
+    def seed_demo(self) -> PostgresShop:
+        now = self.clock()
+        with self._pool.connection() as conn, conn.transaction():
+            for oid, (cust, item, name, price, days) in DEMO_ORDERS.items():
+                conn.execute("INSERT INTO shop_orders VALUES (%s, %s, %s, %s, %s, %s) "
+                             "ON CONFLICT DO NOTHING",
+                             (oid, cust, item, name, price, now - days * DAY))
+        return self
+
+    def add_order(self, order_id: str, customer: str, item_id: str, item_name: str,
+                  price_paise: int, delivered_days_ago: float) -> None:
+        with self._pool.connection() as conn:
+            conn.execute(
+                "INSERT INTO shop_orders VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (order_id) "
+                "DO UPDATE SET customer = EXCLUDED.customer, item_id = EXCLUDED.item_id, "
+                "item_name = EXCLUDED.item_name, price_paise = EXCLUDED.price_paise, "
+                "delivered_at = EXCLUDED.delivered_at",
+                (order_id, customer, item_id, item_name, price_paise,
+                 self.clock() - delivered_days_ago * DAY))
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def order(self, order_id: str) -> dict[str, Any] | None:
+        rows = self._rows("SELECT * FROM shop_orders WHERE order_id = %s", (order_id,))
+        return rows[0] if rows else None
+
+    def pay(self, key: str, order_id: str, item_id: str, amount_paise: int) -> dict[str, Any]:
+        """Refund through the gateway. A key seen before returns its first outcome."""
+        with self._pool.connection() as conn, conn.transaction():
+            # One payment decision per order at a time, whichever worker asks.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (order_id,))
+            conn.execute("INSERT INTO shop_calls (api, idempotency_key, at) VALUES (%s, %s, %s)",
+                         ("refund", key, self.clock()))
+            seen: Any = conn.execute("SELECT * FROM shop_payments WHERE idempotency_key = %s",
+                                     (key,)).fetchone()
+            if seen is not None:
+                return {"status": "ok", "payment": key, "amount_paise": seen["amount_paise"],
+                        "duplicate": True}
+            other: Any = conn.execute(
+                "SELECT idempotency_key FROM shop_payments WHERE order_id = %s AND item_id = %s",
+                (order_id, item_id)).fetchone()
+            if other is not None:
+                return {"status": "failed",
+                        "reason": f"item already refunded (payment {other['idempotency_key']})"}
+            conn.execute("INSERT INTO shop_payments VALUES (%s, %s, %s, %s, %s)",
+                         (key, order_id, item_id, amount_paise, self.clock()))
+        return {"status": "ok", "payment": key, "amount_paise": amount_paise}
+
+    def send(self, key: str, customer: str, text: str) -> dict[str, Any]:
+        with self._pool.connection() as conn, conn.transaction():
+            conn.execute("INSERT INTO shop_calls (api, idempotency_key, at) VALUES (%s, %s, %s)",
+                         ("reply", key, self.clock()))
+            conn.execute("INSERT INTO shop_outbox VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                         (key, customer, text, self.clock()))
+        return {"status": "sent", "message": key}
+
+    def ledger(self) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM shop_payments ORDER BY at, idempotency_key")
+
+    def outbox(self) -> list[dict[str, Any]]:
+        return self._rows("SELECT * FROM shop_outbox ORDER BY at")
+
+    def calls(self, api: str | None = None) -> list[dict[str, Any]]:
+        rows = self._rows("SELECT * FROM shop_calls ORDER BY n")
+        return [r for r in rows if api is None or r["api"] == api]
+
+
+AnyShop = Shop | PostgresShop
+
+
+def open_shop(url: str, clock: Callable[[], float] = time.time) -> AnyShop:
+    """The shop in the database ``url`` names: ``postgresql://...``, a path or ``sqlite:///path``."""
+    if url.startswith(("postgresql://", "postgres://")):
+        return PostgresShop(url, clock)
+    return Shop(url.removeprefix("sqlite:///"), clock)

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from fsm import Guard, Presentation, ToolContext, ToolSpec, WorkflowSpec, define_workflow
-from workflows.refund.shop import DAY, Shop
+from workflows.refund.shop import DAY, AnyShop, PostgresShop, Shop, open_shop
 
 TRANSITIONS = {
     "collecting":        {"details_complete": "verifying"},
@@ -54,30 +54,30 @@ SYSTEM_PROMPT = (
 
 
 class ShopSource(Protocol):
-    def get(self, ctx: ToolContext) -> Shop: ...
+    def get(self, ctx: ToolContext) -> AnyShop: ...
 
 
 class _Fixed:
     """One shop for every run (tests build the workflow around their own shop)."""
 
-    def __init__(self, shop: Shop) -> None:
+    def __init__(self, shop: AnyShop) -> None:
         self.shop = shop
 
-    def get(self, ctx: ToolContext) -> Shop:
+    def get(self, ctx: ToolContext) -> AnyShop:
         return self.shop
 
 
 class _Resource:
     """The shop the runtime opened from the run's database location."""
 
-    def get(self, ctx: ToolContext) -> Shop:
-        shop: Shop = ctx.resource("shop")
+    def get(self, ctx: ToolContext) -> AnyShop:
+        shop: AnyShop = ctx.resource("shop")
         return shop
 
 
-def open_shop(location: str) -> Shop:
+def demo_shop(location: str) -> AnyShop:
     """The demo shop in the same database as the runs, in tables of its own."""
-    return Shop(location or ":memory:").seed_demo()
+    return open_shop(location or ":memory:").seed_demo()
 
 
 def rupees(paise: int) -> str:
@@ -229,7 +229,7 @@ def _tools(shop: ShopSource) -> list[ToolSpec]:
     ]
 
 
-def _refundable_now(shop: Shop, order_id: str, customer: str) -> int:
+def _refundable_now(shop: AnyShop, order_id: str, customer: str) -> int:
     order = shop.order(order_id)
     if order is None or order["customer"] != customer:
         return 0
@@ -263,23 +263,13 @@ def _matches_decision(args: RefundArgs, facts: Any) -> str | None:
     return None
 
 
-# -- what a person is asked (the approval inbox reads these through settings) -----------
-
-def rupees(paise: int) -> str:
-    """``₹12,000`` or ``₹12,000.50``."""
-    whole, rest = divmod(int(paise), 100)
-    return f"₹{whole:,}" + (f".{rest:02d}" if rest else "")
-
-
-
-
-def build(shop: Shop | ShopSource | None = None) -> WorkflowSpec:
+def build(shop: AnyShop | ShopSource | None = None) -> WorkflowSpec:
     """The refund workflow bound to ``shop`` (default: the shop in the database of the
     store the run is driven on, opened by the runtime as the ``shop`` resource)."""
     source: ShopSource
     if shop is None:
         source = _Resource()
-    elif isinstance(shop, Shop):
+    elif isinstance(shop, Shop | PostgresShop):
         source = _Fixed(shop)
     else:
         source = shop
@@ -292,5 +282,5 @@ def build(shop: Shop | ShopSource | None = None) -> WorkflowSpec:
         system_prompt=SYSTEM_PROMPT, terminal={"done"}, handed_over_states={"handed_over"},
         expiry_event="expired", approval_ttl_seconds=72 * 3600,
         invariants=INVARIANTS, settings={"approval_limit_paise": APPROVAL_LIMIT_PAISE},
-        presentation=PRESENTATION, resources={"shop": open_shop},
+        presentation=PRESENTATION, resources={"shop": demo_shop},
     )

@@ -1,0 +1,467 @@
+"""The PostgreSQL store: the same contract as SQLite, for many workers on many machines.
+
+psycopg 3 with a connection pool; one transaction per step; the run row is locked
+(``SELECT ... FOR UPDATE``) by every commit, effect claim and lease change, so the
+fence (this writer still holds the lease, at this version) is checked in the same
+transaction as the write. Runnable runs are claimed with ``FOR UPDATE SKIP LOCKED``;
+a trigger ``NOTIFY``-es the workers when a run becomes runnable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from fsm.errors import (
+    ApprovalAlreadyDecided,
+    ConcurrentUpdate,
+    FSMError,
+    LeaseLost,
+    RunError,
+    RunLocked,
+    RunNotFound,
+    StoreError,
+)
+from fsm.records import (
+    Approval,
+    ApprovalDecision,
+    Effect,
+    Event,
+    RunState,
+    StepCommit,
+    ViewRecord,
+    canonical,
+    chain,
+)
+from fsm.store.base import Claimed, Lease, Store
+from fsm.store.lease import expiry, lease_expired, lease_is_free, this_host_prefix
+from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
+
+_EVENT_COLS = (
+    "run_id", "seq", "step", "time", "kind", "state_before", "state_after", "tool", "event",
+    "reason", "cost_micros", "tokens", "reviewer", "detail", "prev_hash", "hash",
+)
+_APPROVAL_COLS = (
+    "approval_id", "run_id", "step", "tool", "args", "args_hash", "run_version",
+    "requested_at", "expires_at", "decision", "reviewer", "note", "decided_at",
+)
+_EFFECT_COLS = ("key", "run_id", "step", "tool", "args", "status", "result", "error",
+                "started_at", "finished_at")
+_INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
+                 f"VALUES ({', '.join(['%s'] * len(_EVENT_COLS))})")
+_INSERT_APPROVAL = (f"INSERT INTO approvals ({', '.join(_APPROVAL_COLS)}, args_doc) "
+                    f"VALUES ({', '.join(['%s'] * len(_APPROVAL_COLS))}, %s::jsonb)")
+
+
+
+def _doc(text: str) -> str:
+    """The JSONB copy of JSON ``text``: JSONB cannot hold U+0000 (U+FFFD stands in)."""
+    return text.replace("\\u0000", "\\ufffd")
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for messages."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def is_postgres_url(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://"))
+
+
+class PostgresStore(Store):
+    """A durable store in a PostgreSQL database, shared by any number of processes.
+
+    ``pool_size`` (default ``$FSM_PG_POOL``, else 10) bounds the connections this
+    process opens; a worker needs about one per run it drives at once, plus two.
+    """
+
+    def __init__(self, url: str, *, pool_size: int | None = None,
+                 application_name: str | None = None, connect_timeout: float = 10.0) -> None:
+        self.url = url
+        self.location = url
+        self.name = redact(url)
+        size = pool_size or int(os.environ.get("FSM_PG_POOL") or 10)
+        self.pool_size = size
+        # Named after the process, so an operator (or a test) can find its sessions.
+        self._kwargs: dict[str, Any] = {
+            "autocommit": True, "application_name": application_name or f"fsm-{os.getpid()}"}
+        self._migrate(connect_timeout)
+        self._pool = ConnectionPool(
+            url, min_size=1, max_size=size, kwargs=self._kwargs, open=False, name="fsm",
+            check=ConnectionPool.check_connection, timeout=connect_timeout,
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except psycopg.Error as exc:
+            self._pool.close()
+            raise StoreError(f"cannot open database {self.name}: {exc}") from None
+
+    # -- plumbing -------------------------------------------------------------------
+
+    def _connect(self, timeout: float = 10.0) -> psycopg.Connection[Any]:
+        try:
+            return psycopg.connect(self.url, connect_timeout=max(1, int(timeout)),
+                                   **self._kwargs)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open database {self.name}: {exc}") from None
+
+    def _migrate(self, timeout: float) -> None:
+        with self._connect(timeout) as conn:
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+                    conn.execute("CREATE TABLE IF NOT EXISTS fsm_schema (version INTEGER NOT NULL)")
+                    row = conn.execute("SELECT max(version) FROM fsm_schema").fetchone()
+                    current = (row[0] if row else None) or 0
+                    if current > len(MIGRATIONS):
+                        raise StoreError(
+                            f"database {self.name} has schema version {current}, newer than "
+                            f"this fsm understands ({len(MIGRATIONS)}); upgrade fsm to open it")
+                    for version, script in enumerate(MIGRATIONS, start=1):
+                        if version > current:
+                            conn.execute(script)
+                            conn.execute("INSERT INTO fsm_schema VALUES (%s)", (version,))
+            except psycopg.Error as exc:
+                raise StoreError(f"database {self.name}: migration failed: {exc}") from None
+
+    @contextmanager
+    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except psycopg.Error as exc:
+            raise StoreError(f"database {self.name}: {exc}") from None
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            with self._pool.connection() as conn:
+                return conn.execute(sql, args).fetchall()
+        except psycopg.Error as exc:
+            raise StoreError(f"database {self.name}: {exc}") from None
+
+    @property
+    def schema_version(self) -> int:
+        return int(self._read("SELECT max(version) FROM fsm_schema")[0][0])
+
+    def server_version(self) -> str:
+        return str(self._read("SHOW server_version")[0][0])
+
+    def close(self) -> None:
+        self._pool.close()
+
+    # -- runs -----------------------------------------------------------------------
+
+    def create_run(self, run: RunState, commit: StepCommit | None = None) -> RunState:
+        commit = commit or StepCommit(run=run, expected_version=0)
+        with self._tx() as conn:
+            inserted = conn.execute(
+                "INSERT INTO runs (run_id, workflow, status, version, snapshot, created_at, "
+                "updated_at) VALUES (%s, %s, %s, 0, '{}', %s, %s) ON CONFLICT DO NOTHING "
+                "RETURNING run_id",
+                (run.run_id, run.workflow, run.status, run.created_at, run.updated_at),
+            ).fetchone()
+            if inserted is None:
+                raise RunError(f"run {run.run_id!r} already exists", run_id=run.run_id)
+            return self._apply(conn, commit, fence=False)
+
+    def load_run(self, run_id: str) -> RunState:
+        rows = self._read("SELECT snapshot, version FROM runs WHERE run_id = %s", (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        return _run(rows[0])
+
+    def list_runs(self, status: str | None = None) -> list[RunState]:
+        sql = "SELECT snapshot, version FROM runs"
+        args: tuple[Any, ...] = ()
+        if status is not None:
+            sql, args = sql + " WHERE status = %s", (status,)
+        return [_run(r) for r in self._read(sql + " ORDER BY created_at, run_id", args)]
+
+    def commit(self, commit: StepCommit) -> RunState:
+        with self._tx() as conn:
+            return self._apply(conn, commit)
+
+    def _apply(self, conn: psycopg.Connection[Any], c: StepCommit, *,
+               fence: bool = True) -> RunState:
+        run_id = c.run.run_id
+        row = conn.execute("SELECT version, log_count, log_head, lease_owner FROM runs "
+                           "WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(run_id)
+        if fence and c.owner is not None and row[3] != c.owner:
+            raise LeaseLost(run_id, c.owner, row[3])
+        if row[0] != c.expected_version:
+            raise ConcurrentUpdate(run_id, c.expected_version, row[0])
+        if c.decision is not None:
+            self._decide(conn, run_id, c.decision)
+        new = c.run.model_copy(update={"version": c.expected_version + 1})
+        # The log continues from the head kept in the run row: a deleted tail stays a gap.
+        events = chain(c.events, row[2], row[1])
+        with conn.pipeline(), conn.cursor() as cur:
+            if events:
+                cur.executemany(_INSERT_EVENT, [_event_row(e) for e in events])
+            snapshot = new.model_dump_json(exclude={"version"})
+            cur.execute(
+                "UPDATE runs SET status = %s, version = %s, snapshot = %s, doc = %s::jsonb, "
+                "updated_at = %s, log_count = %s, log_head = %s WHERE run_id = %s",
+                (new.status, new.version, snapshot, _doc(snapshot), new.updated_at,
+                 row[1] + len(events), events[-1]["hash"] if events else row[2], run_id),
+            )
+            self._write_rows(cur, new, c)
+        return new
+
+    def _write_rows(self, cur: psycopg.Cursor[Any], new: RunState, c: StepCommit) -> None:
+        run_id = new.run_id
+        if c.messages:
+            base = new.message_count - len(c.messages)
+            cur.executemany("INSERT INTO messages (run_id, idx, body) VALUES (%s, %s, %s)",
+                            [(run_id, base + i, canonical(m)) for i, m in enumerate(c.messages)])
+        if c.view is not None:
+            cur.execute("INSERT INTO views (run_id, step, body) VALUES (%s, %s, %s) "
+                        "ON CONFLICT (run_id, step) DO UPDATE SET body = EXCLUDED.body",
+                        (run_id, c.view.step, c.view.model_dump_json()))
+        for key, (result, error) in c.effects_done.items():
+            text = canonical(result)
+            cur.execute("UPDATE effects SET status = 'DONE', result = %s, "
+                        "result_doc = %s::jsonb, error = %s, finished_at = %s WHERE key = %s",
+                        (text, _doc(text), error, new.updated_at, key))
+        if c.new_approval is not None:
+            a = c.new_approval.model_dump(mode="json")
+            a["args"] = canonical(a["args"])
+            cur.execute(_INSERT_APPROVAL, (*(a[k] for k in _APPROVAL_COLS), _doc(a["args"])))
+        for sha, content in c.artifacts.items():
+            cur.execute("INSERT INTO artifacts (sha256, content, size) VALUES (%s, %s, %s) "
+                        "ON CONFLICT DO NOTHING", (sha, content, len(content)))
+
+    def _decide(self, conn: psycopg.Connection[Any], run_id: str, d: ApprovalDecision) -> None:
+        aid = d.approval_id
+        cur = conn.execute(
+            "UPDATE approvals SET decision = %s, reviewer = %s, note = %s, decided_at = %s "
+            "WHERE approval_id = %s AND decision IS NULL",
+            (d.decision, d.reviewer, d.note, d.time, aid),
+        )
+        if cur.rowcount != 1:
+            row = conn.execute("SELECT decision, reviewer FROM approvals WHERE approval_id = %s",
+                               (aid,)).fetchone()
+            raise ApprovalAlreadyDecided(
+                f"approval {aid} of run {run_id!r} was already "
+                f"{row[0] if row else 'removed'} by {row[1] if row else '?'}", run_id=run_id,
+            )
+
+    # -- reads ----------------------------------------------------------------------
+
+    def _exists(self, run_id: str) -> None:
+        if not self._read("SELECT 1 FROM runs WHERE run_id = %s", (run_id,)):
+            raise RunNotFound(run_id)
+
+    def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
+        self._exists(run_id)
+        rows = self._read("SELECT body FROM messages WHERE run_id = %s AND idx >= %s AND idx < %s "
+                          "ORDER BY idx", (run_id, start, end if end is not None else 2**31 - 1))
+        loaded: list[dict[str, Any]] = json.loads("[" + ",".join(r[0] for r in rows) + "]")
+        return loaded
+
+    def view_record(self, run_id: str, step: int | None = None) -> ViewRecord | None:
+        self._exists(run_id)
+        if step is None:
+            rows = self._read("SELECT body FROM views WHERE run_id = %s "
+                              "ORDER BY step DESC LIMIT 1", (run_id,))
+        else:
+            rows = self._read("SELECT body FROM views WHERE run_id = %s AND step = %s",
+                              (run_id, step))
+        return ViewRecord.model_validate_json(rows[0][0]) if rows else None
+
+    def events(self, run_id: str) -> list[Event]:
+        self._exists(run_id)
+        rows = self._read(f"SELECT {', '.join(_EVENT_COLS)} FROM events WHERE run_id = %s "
+                          "ORDER BY seq", (run_id,))
+        out = []
+        for r in rows:
+            d = dict(zip(_EVENT_COLS, r, strict=True))
+            d["detail"] = json.loads(d["detail"] or "{}")
+            out.append(Event.model_validate(d))
+        return out
+
+    def claim_effect(self, effect: Effect, *, owner: str | None = None,
+                     version: int | None = None) -> Effect | None:
+        args = canonical(effect.args)
+        with self._tx() as conn:
+            self._fence(conn, effect.run_id, owner, version)
+            row = conn.execute(
+                "INSERT INTO effects (key, run_id, step, tool, args, args_doc, status, "
+                "started_at) VALUES (%s, %s, %s, %s, %s, %s::jsonb, 'STARTED', %s) "
+                "ON CONFLICT (key) DO NOTHING RETURNING key",
+                (effect.key, effect.run_id, effect.step, effect.tool, args, _doc(args),
+                 effect.started_at),
+            ).fetchone()
+            if row is not None:
+                return None
+        return self.effect(effect.key)
+
+    def _fence(self, conn: psycopg.Connection[Any], run_id: str, owner: str | None,
+               version: int | None) -> None:
+        row = conn.execute("SELECT lease_owner, version FROM runs WHERE run_id = %s FOR UPDATE",
+                           (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFound(run_id)
+        if owner is not None and row[0] != owner:
+            raise LeaseLost(run_id, owner, row[0])
+        if version is not None and row[1] != version:
+            raise ConcurrentUpdate(run_id, version, row[1])
+
+    def effect(self, key: str) -> Effect | None:
+        rows = self._read(f"SELECT {', '.join(_EFFECT_COLS)} FROM effects WHERE key = %s", (key,))
+        return _effect(rows[0]) if rows else None
+
+    def effects(self, run_id: str) -> list[Effect]:
+        rows = self._read(f"SELECT {', '.join(_EFFECT_COLS)} FROM effects WHERE run_id = %s "
+                          "ORDER BY key", (run_id,))
+        return [_effect(r) for r in rows]
+
+    def approvals(self, run_id: str | None = None, *, pending_only: bool = True) -> list[Approval]:
+        sql = f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals WHERE TRUE"
+        args: list[Any] = []
+        if run_id is not None:
+            sql += " AND run_id = %s"
+            args.append(run_id)
+        if pending_only:
+            sql += " AND decision IS NULL"
+        out = []
+        for r in self._read(sql + " ORDER BY requested_at, approval_id", tuple(args)):
+            d = dict(zip(_APPROVAL_COLS, r, strict=True))
+            d["args"] = json.loads(d["args"])
+            out.append(Approval.model_validate(d))
+        return out
+
+    def artifact(self, sha256: str) -> str | None:
+        rows = self._read("SELECT content FROM artifacts WHERE sha256 = %s", (sha256,))
+        return str(rows[0][0]) if rows else None
+
+    def log_head(self, run_id: str) -> tuple[int, str]:
+        rows = self._read("SELECT log_count, log_head FROM runs WHERE run_id = %s", (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        return int(rows[0][0]), str(rows[0][1])
+
+    # -- leases ---------------------------------------------------------------------
+
+    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False,
+                ttl: float | None = None) -> str | None:
+        with self._tx() as conn:
+            row = conn.execute("SELECT lease_owner, lease_until FROM runs WHERE run_id = %s "
+                               "FOR UPDATE", (run_id,)).fetchone()
+            if row is None:
+                raise RunNotFound(run_id)
+            held, until = row
+            if held and held != owner and not force and _held(held, until, now):
+                raise RunLocked(run_id, held)
+            conn.execute("UPDATE runs SET lease_owner = %s, lease_at = %s, lease_until = %s "
+                         "WHERE run_id = %s", (owner, now, expiry(now, ttl), run_id))
+            return str(held) if held and held != owner else None
+
+    def renew(self, run_id: str, owner: str, now: float, ttl: float) -> bool:
+        with self._tx() as conn:
+            cur = conn.execute("UPDATE runs SET lease_until = %s WHERE run_id = %s "
+                               "AND lease_owner = %s", (now + ttl, run_id, owner))
+            return cur.rowcount == 1
+
+    def release(self, run_id: str, owner: str) -> None:
+        with self._tx() as conn:
+            conn.execute("UPDATE runs SET lease_owner = NULL, lease_until = NULL "
+                         "WHERE run_id = %s AND lease_owner = %s", (run_id, owner))
+
+    def lease(self, run_id: str) -> Lease | None:
+        rows = self._read("SELECT lease_owner, lease_until FROM runs WHERE run_id = %s",
+                          (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        owner, until = rows[0]
+        return Lease(owner, until) if owner else None
+
+    def claim_runnable(self, owner: str, now: float, ttl: float, *,
+                       workflows: list[str] | None = None, limit: int = 1) -> list[Claimed]:
+        out: list[Claimed] = []
+        with self._tx() as conn:
+            rows = conn.execute(
+                "SELECT run_id, workflow, lease_owner, lease_until FROM runs "
+                "WHERE status = 'running' AND (%s::text[] IS NULL OR workflow = ANY(%s)) "
+                "AND (lease_owner IS NULL OR lease_until <= %s OR lease_owner LIKE %s) "
+                "ORDER BY lease_until NULLS FIRST, updated_at LIMIT %s FOR UPDATE SKIP LOCKED",
+                (workflows or None, workflows or None, now, this_host_prefix() + "%",
+                 limit * 2 + 16),
+            ).fetchall()
+            for run_id, workflow, held, until in rows:
+                if len(out) >= limit:
+                    break
+                if _held(held, until, now):
+                    continue
+                conn.execute("UPDATE runs SET lease_owner = %s, lease_at = %s, lease_until = %s "
+                             "WHERE run_id = %s", (owner, now, now + ttl, run_id))
+                out.append(Claimed(run_id, workflow, held))
+        return out
+
+    # -- the fleet ------------------------------------------------------------------
+
+    def subscribe(self, wake: threading.Event, stop: threading.Event) -> bool:
+        threading.Thread(target=self._listen, args=(wake, stop), daemon=True,
+                         name="fsm-listen").start()
+        return True
+
+    def _listen(self, wake: threading.Event, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                with self._connect() as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    wake.set()  # anything missed while not listening
+                    while not stop.is_set():
+                        for _ in conn.notifies(timeout=0.5, stop_after=1):
+                            wake.set()
+            except (psycopg.Error, FSMError):
+                stop.wait(1.0)  # the server went away: polling covers the gap
+
+    @contextmanager
+    def sweep_lock(self) -> Iterator[bool]:
+        try:
+            conn = self._connect()
+        except StoreError:
+            yield False
+            return
+        with conn:
+            try:
+                got = bool(conn.execute("SELECT pg_try_advisory_lock(%s)",
+                                        (SWEEP_LOCK,)).fetchone()[0])  # type: ignore[index]
+            except psycopg.Error:
+                got = False
+            yield got
+            # Closing the connection ends the session, which releases the lock.
+
+
+def _run(row: tuple[Any, ...]) -> RunState:
+    data = json.loads(row[0])
+    data["version"] = row[1]
+    return RunState.model_validate(data)
+
+
+def _event_row(body: dict[str, Any]) -> tuple[Any, ...]:
+    """A chained event (see :func:`fsm.records.chain`) as the row's values."""
+    return tuple(canonical(body[k]) if k == "detail" else body[k] for k in _EVENT_COLS)
+
+
+def _effect(row: tuple[Any, ...]) -> Effect:
+    d = dict(zip(_EFFECT_COLS, row, strict=True))
+    d["args"] = json.loads(d["args"])
+    d["result"] = json.loads(d["result"]) if d["result"] is not None else None
+    return Effect.model_validate(d)
+
+
+def _held(owner: str | None, until: float | None, now: float) -> bool:
+    """Someone else's live lease: not expired, and not of a process gone from this host."""
+    return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)

@@ -1,0 +1,137 @@
+"""The worker on one machine: SQLite (polling, no notifications), the commands around
+it (``fsm submit``, ``approve --no-drive``, ``worker --stats``), the metrics endpoint,
+database URLs, and the heartbeat that keeps a lease alive while a run is driven."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from crashkit import FSM_BIN
+
+from fsm import Engine, MemoryStore, StoreError, open_store
+from fsm.auditor.audit import audit
+from fsm.store import SQLiteStore
+from fsm.worker import Worker, WorkerConfig
+from workflows.refund import build, clerk
+from workflows.refund.shop import Shop
+
+
+def fsm(*args: str, db: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([FSM_BIN, *args, "--db", db], capture_output=True, text=True,
+                          env={**os.environ, "FSM_DB": db})
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def drive_with_worker(store: Any, until: Any, **config: Any) -> tuple[Worker, list[str]]:
+    lines: list[str] = []
+    worker = Worker(store, WorkerConfig(poll_seconds=0.05, **config), log=lines.append)
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not until() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive()
+    return worker, lines
+
+
+def test_a_worker_on_sqlite_drives_submitted_runs_by_polling(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    db = str(tmp_path / "runs.db")
+    monkeypatch.setenv("FSM_DB", db)
+    assert fsm("submit", "refund", "Order A-1001: the kettle arrived broken", "--user", "asha",
+               "--run-id", "k1", db=db).stdout.strip() == \
+        "submitted k1 (refund, running in collecting)"
+    fsm("submit", "refund", "Order A-1002: headphones dead", "--user", "ravi", "--run-id", "h1",
+        db=db)
+    store = open_store(f"sqlite:///{db}")
+    assert isinstance(store, SQLiteStore)
+    try:
+        worker, lines = drive_with_worker(
+            store, lambda: {r.status for r in store.list_runs()} == {"done",
+                                                                    "awaiting_approval"})
+        assert any("polling every" in x for x in lines)
+        assert any(x.endswith("finished k1 (done)") for x in lines)
+        assert any(x.endswith("paused h1 (awaiting approval)") for x in lines)
+        stats = worker.stats()
+        assert stats["finished"] == 1 and stats["paused"] == 1 and stats["steps"] >= 12
+        assert stats["approvals_waiting"] == 1 and stats["in_flight"] == 0
+        out = fsm("approve", "h1", "--reviewer", "priya", "--no-drive", "--json", db=db)
+        assert json.loads(out.stdout)["status"] == "running"  # left to the workers
+        assert json.loads(fsm("worker", "--stats", "--json", db=db).stdout)["runnable"] == 1
+        drive_with_worker(store, lambda: store.load_run("h1").status == "done")
+        assert [(p["order_id"], p["amount_paise"]) for p in Shop(db).ledger()] == [
+            ("A-1001", 35_000), ("A-1002", 180_000)]
+        assert all(audit(store, r).ok for r in ("k1", "h1"))
+        stats_out = json.loads(fsm("worker", "--stats", "--json", db=db).stdout)
+        assert stats_out["runs"] == {"done": 2} and stats_out["approvals_waiting"] == 0
+    finally:
+        store.close()
+
+
+def test_the_metrics_endpoint_serves_prometheus_text(shop: Shop) -> None:
+    store = MemoryStore()
+    worker = Worker(store, WorkerConfig(concurrency=3))
+    with worker.serving_metrics(0) as port:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics") as response:
+            body = response.read().decode()
+        with pytest.raises(urllib.error.HTTPError) as info:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/other")
+        info.value.close()
+    assert info.value.code == 404
+    assert "# TYPE fsm_worker_in_flight gauge\nfsm_worker_in_flight 0\n" in body
+    assert "fsm_worker_concurrency 3\n" in body and "fsm_worker_approvals_waiting 0\n" in body
+    assert "# TYPE fsm_worker_steps counter" in body
+
+
+def test_a_heartbeat_keeps_the_lease_of_a_run_that_is_driven(shop: Shop) -> None:
+    store = MemoryStore()
+    seen: list[float | None] = []
+
+    def slow(view: Any) -> Any:
+        lease = store.lease(view.run_id)
+        seen.append(lease.until if lease else None)
+        time.sleep(0.25)
+        return clerk(view)
+
+    engine = Engine(build(shop), store, slow)
+    engine.lease_seconds = 0.3  # renewed every 0.1 s while the policy sleeps
+    run = engine.start("Order A-1001: broken", user="asha", run_id="hb")
+    assert run.status == "done"
+    assert len(seen) == 7 and all(u is not None for u in seen)
+    assert all(b > a for a, b in zip(seen, seen[1:], strict=False))  # renewed, not re-taken
+    assert store.lease("hb") is None  # released at the end
+
+
+@pytest.mark.parametrize("url, message", [
+    ("mysql://x/y", "database URL scheme 'mysql' is not supported"),
+    ("sqlite:///", "names no file"),
+    ("postgresql://nobody@127.0.0.1:1/nope", "cannot open database postgresql://nobody@"),
+])
+def test_a_bad_database_url_is_one_clear_error(url: str, message: str, tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=message):
+        open_store(url)
+    proc = fsm("runs", db=url, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: ") and message in proc.stderr
+
+
+def test_passwords_are_kept_out_of_messages() -> None:
+    with pytest.raises(StoreError) as info:
+        open_store("postgresql://bob:s3cret@127.0.0.1:1/db")
+    assert "s3cret" not in str(info.value) and "bob:***@" in str(info.value)

