@@ -88,7 +88,8 @@ def _consistency(state: str, status: str, steps: int, cost: int, events: list[Ev
     out = []
     if events and events[-1].state_after != state:
         out.append(f"the log ends in state {events[-1].state_after!r} but the run is in {state!r}")
-    policy_calls = sum(1 for e in events if e.kind in ("policy",))
+    policy_calls = sum(1 for e in events
+                       if e.kind == "policy" and e.detail.get("step_used", True))
     recovered = sum(1 for e in events if e.kind == "recover")
     if policy_calls != steps:
         out.append(f"the log has {policy_calls} policy calls but the run counts {steps} steps"

@@ -11,15 +11,16 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from .exits import HELP as EXIT_HELP
+
 app = typer.Typer(
     name="fsm", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-    help="Run, inspect, approve and audit fsm workflow runs.",
+    help="Run, inspect, approve and audit fsm workflow runs.", epilog=EXIT_HELP,
 )
 # Piped output (tests, logs, CI) gets wide tables instead of 80 folded columns.
 _WIDTH = None if sys.stdout.isatty() else 200
 console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
-
 
 
 @app.callback()

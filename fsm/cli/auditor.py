@@ -15,14 +15,13 @@ from fsm.registry import load_workflow
 from fsm.spec import WorkflowSpec
 
 from .app import DB_HELP, app, console
-from .context import UsageError, store_for
+from .context import UsageError, reader_for
 
 WORKFLOW_HELP = "registered workflow name or module:attr"
 
 
 def _overlay(spec: WorkflowSpec, run_id: str, db: str | None) -> Overlay:
-    store = store_for(db)
-    try:
+    with reader_for(db) as store:
         run = store.load_run(run_id)
         if run.workflow != spec.name:
             raise UsageError(f"run {run_id!r} belongs to workflow {run.workflow!r}, "
@@ -34,8 +33,6 @@ def _overlay(spec: WorkflowSpec, run_id: str, db: str | None) -> Overlay:
                 "draw it with the definition it ran under"
             )
         return overlay(run_id, store.events(run_id))
-    finally:
-        store.close()
 
 
 def _emit(output: str | None, data: bytes, what: str) -> None:
@@ -43,7 +40,15 @@ def _emit(output: str | None, data: bytes, what: str) -> None:
         sys.stdout.write(data.decode())
         sys.stdout.flush()
         return
-    write_atomic(Path(output), data)
+    target = Path(output)
+    if target.is_dir():
+        raise UsageError(f"-o {output!r} is a directory; give a file name in it")
+    if not target.parent.is_dir():
+        raise UsageError(f"-o {output!r}: the folder {str(target.parent)!r} does not exist")
+    try:
+        write_atomic(target, data)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output!r}: {exc.strerror or exc}") from None
     console.print(f"wrote {output} ({what})", markup=False)
 
 

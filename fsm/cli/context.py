@@ -33,7 +33,14 @@ def clock() -> float:
 
 
 def store_for(db: str | None) -> SQLiteStore:
+    """The database of ``--db`` for a command that writes (created if missing)."""
     return open_store(db_path(db))
+
+
+def reader_for(db: str | None) -> SQLiteStore:
+    """The database of ``--db`` opened read-only: it must exist and be an fsm database,
+    and nothing in it changes."""
+    return SQLiteStore(db_path(db), readonly=True)
 
 
 def fmt_time(t: float | None) -> str:

@@ -27,6 +27,7 @@ from fsm.records import (
     ViewRecord,
     fingerprint,
 )
+from fsm.runtime.budgets import raised_budgets
 from fsm.runtime.gate import Call, Finish, Fire, Gate, Pause, Refuse
 from fsm.runtime.step import StepBuilder
 from fsm.runtime.view import offered, render
@@ -130,6 +131,22 @@ class Engine:
             touched.append(a.run_id)
         return touched
 
+    def raise_budgets(self, run_id: str, limits: dict[str, Any], by: str) -> RunState:
+        """Raise budgets of a run (an operator's decision, logged as a ``budget`` event with
+        ``by``); a run stopped as ``budget_exhausted`` runs again if none is spent now.
+
+        ``limits`` maps :class:`Budgets` fields to new limits, each above what was used.
+        """
+        with self._lease(run_id):
+            run = self._load(run_id)
+            budgets, changes = raised_budgets(run, limits, by)
+            b = StepBuilder(self, run, step=run.step)
+            b.set(budgets=budgets)
+            b.event("budget", reviewer=by, detail={"by": by, "changes": changes})
+            if run.status == "budget_exhausted" and run.used.exhausted(budgets) is None:
+                b.set(status="running", reason=None)
+            return b.save()
+
     def transcript(self, run_id: str) -> list[dict[str, Any]]:
         return self.store.messages(run_id)
 
@@ -199,7 +216,8 @@ class Engine:
         try:
             raw = self.policy(view)
         except PolicyUnavailable as exc:
-            b.spend(exc.usage, policy_call=True)
+            # The model never answered: what the attempts cost counts, the step does not.
+            b.spend(exc.usage, policy_call=True, uses_step=False)
             b.stop("model_unavailable", f"model unavailable: {exc}")
             return None
         except Exception as exc:  # a bug in the policy, not model output

@@ -7,7 +7,6 @@ version it was made for, is decided once, and expires at an absolute time.
 from __future__ import annotations
 
 import datetime as dt
-import unicodedata
 from typing import TYPE_CHECKING
 
 from fsm.errors import (
@@ -17,6 +16,7 @@ from fsm.errors import (
     ApprovalStale,
     NothingPending,
 )
+from fsm.names import name_problem, same_person
 from fsm.records import Approval, RunState, fingerprint
 from fsm.runtime.step import StepBuilder
 
@@ -25,10 +25,8 @@ if TYPE_CHECKING:
 
 
 def _same_person(a: str, b: str) -> bool:
-    def norm(name: str) -> str:
-        return unicodedata.normalize("NFKC", name).strip().casefold()
-
-    return norm(a) == norm(b)
+    # Confusable skeletons (UTS #39): "rаvi" with a Cyrillic "а" is ravi.
+    return same_person(a, b)
 
 
 def _iso(t: float) -> str:
@@ -64,6 +62,10 @@ def apply_decision(engine: Engine, run: RunState, approved: bool, reviewer: str,
     if not reviewer:
         raise ApprovalRefused(f"run {run.run_id!r}: a decision needs a reviewer name",
                               run_id=run.run_id, state=run.state)
+    problem = name_problem(reviewer)
+    if problem is not None:
+        raise ApprovalRefused(f"run {run.run_id!r}: {problem}", run_id=run.run_id,
+                              state=run.state)
     if run.user and _same_person(reviewer, run.user):
         raise ApprovalRefused(
             f"run {run.run_id!r}: {reviewer!r} started this run and cannot decide on it; "

@@ -41,9 +41,9 @@ class StepBuilder:
     def key(self) -> str:
         return f"{self.run.run_id}:{self.step}"
 
-    def spend(self, usage: Usage, *, policy_call: bool) -> None:
+    def spend(self, usage: Usage, *, policy_call: bool, uses_step: bool = True) -> None:
         used = self.run.used.model_copy(update={
-            "steps": self.run.used.steps + (1 if policy_call else 0),
+            "steps": self.run.used.steps + (1 if policy_call and uses_step else 0),
             "input_tokens": self.run.used.input_tokens + usage.input_tokens,
             "output_tokens": self.run.used.output_tokens + usage.output_tokens,
             "cost_micros": self.run.used.cost_micros + usage.cost_micros,
@@ -55,7 +55,8 @@ class StepBuilder:
             self.event("policy", cost_micros=usage.cost_micros,
                        tokens=usage.input_tokens + usage.output_tokens,
                        detail={"input_tokens": usage.input_tokens,
-                               "output_tokens": usage.output_tokens, "calls": usage.calls})
+                               "output_tokens": usage.output_tokens, "calls": usage.calls,
+                               **({} if uses_step else {"step_used": False})})
 
     def stop(self, status: str, reason: str | None) -> None:
         self.set(status=status, reason=reason)

@@ -9,7 +9,7 @@ events, finished effects, approval changes and artifacts.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Self
 
 from fsm.records import Approval, Effect, Event, RunState, StepCommit, ViewRecord
 
@@ -26,7 +26,11 @@ class Store(ABC):
         """The run row; raises :class:`~fsm.errors.RunNotFound`."""
 
     @abstractmethod
-    def list_runs(self, status: str | None = None) -> list[RunState]: ...
+    def list_runs(self, status: str | None = None, *, workflow: str | None = None,
+                  limit: int | None = None, offset: int = 0,
+                  newest_first: bool = False) -> list[RunState]:
+        """Runs, oldest first (``newest_first``: newest first), filtered by status and
+        workflow; ``offset`` and ``limit`` page through them in the database."""
 
     @abstractmethod
     def commit(self, commit: StepCommit) -> RunState:
@@ -87,3 +91,9 @@ class Store(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

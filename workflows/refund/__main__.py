@@ -21,7 +21,8 @@ def ledger(db: str, as_json: bool) -> int:
         print(f"error: no database at {db!r}", file=sys.stderr)
         return 1
     try:
-        rows = Shop(db).ledger()
+        with Shop(db) as shop:
+            rows = shop.ledger()
     except sqlite3.Error as exc:
         print(f"error: cannot read the ledger in {db!r}: {exc}", file=sys.stderr)
         return 1

@@ -7,6 +7,7 @@ transaction. The gateway ignores an idempotency key it has already seen.
 
 from __future__ import annotations
 
+import atexit
 import os
 import sqlite3
 import threading
@@ -52,10 +53,14 @@ class Shop:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, timeout=30, isolation_level=None,
                                    check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        if path != ":memory:":
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.row_factory = sqlite3.Row
+            if path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
 
     def seed_demo(self) -> Shop:
         now = self.clock()
@@ -79,6 +84,12 @@ class Shop:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def __enter__(self) -> Shop:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _tx(self) -> _Tx:
         return _Tx(self)
@@ -160,10 +171,23 @@ class LazyShop:
     def __init__(self) -> None:
         self._shop: Shop | None = None
         self._path: str | None = None
+        self._lock = threading.Lock()
+        # The process's last use of the shop may be anywhere; close it when it ends.
+        atexit.register(self.close)
 
     def get(self) -> Shop:
         path = os.environ.get("FSM_SHOP_DB") or os.environ.get("FSM_DB") or "fsm.db"
-        if self._shop is None or self._path != path:
-            self._shop = Shop(path).seed_demo()
-            self._path = path
-        return self._shop
+        with self._lock:
+            if self._shop is None or self._path != path:
+                if self._shop is not None:
+                    self._shop.close()
+                self._shop = Shop(path).seed_demo()
+                self._path = path
+            return self._shop
+
+    def close(self) -> None:
+        """Close the shop opened last (the next :meth:`get` opens it again)."""
+        with self._lock:
+            if self._shop is not None:
+                self._shop.close()
+            self._shop = self._path = None
