@@ -106,9 +106,12 @@ def test_the_exit_codes_are_in_the_help_and_the_readme(env: dict[str, str],
         assert shown.returncode == 0
         text = " ".join(shown.stdout.split())
         assert "3 failed; 4 budget exhausted; 5 handed over; 6 model unavailable" in text
+    table = {line.split("|")[1].strip(): line for line in readme.splitlines()
+             if line.startswith("| ") and line.split("|")[1].strip().isdigit()}
     for status, code in exits.BY_STATUS.items():
         if status != "running":
-            assert f"| {code} | `{status}`" in readme or f"| {code} | " in readme
+            assert f"`{status}`" in table[str(code)], (status, code)
+    assert "(usage)" in table[str(exits.USAGE)] and "(error)" in table[str(exits.ERROR)]
 
 
 def test_bad_utf8_in_a_run_id_or_goal_is_one_line(tmp_path: Path, env: dict[str, str]) -> None:
@@ -127,16 +130,17 @@ def test_a_step_beyond_any_integer_is_one_line(tmp_path: Path, env: dict[str, st
     db = tmp_path / "x.db"
     fsm(db, "run", "refund", "Order A-1001: kettle", "--user", "asha", "--run-id", "s", env=env)
     error_line(fsm(db, "show", "s", "--step", "99999999999999999999", env=env), 2,
-               "fsm show:", "--step", "99999999999999999999")
+               "fsm show:", "--step", "less than or equal to 9223372036854775807")
     error_line(fsm(db, "show", "s", "--step", "9223372036854775807", env=env), 1,
                "no view recorded for step 9223372036854775807")
-    error_line(fsm(db, "runs", "--limit", "many", env=env), 2, "--limit", "'many'")
+    error_line(fsm(db, "runs", "--limit", "many", env=env), 2, "--limit", "valid integer")
     error_line(fsm(db, "runs", "--no-such-option", env=env), 2, "No such option")
 
 
 @pytest.mark.parametrize("command", [
     pytest.param(["diagram", "refund", "-o", "{missing}/x.mmd"], id="diagram-missing-folder"),
-    pytest.param(["diagram", "refund", "-o", "{folder}"], id="diagram-onto-a-folder"),
+    pytest.param(["diagram", "refund", "-f", "mermaid", "-o", "{folder}"],
+                 id="diagram-onto-a-folder"),
     pytest.param(["verify", "refund", "-o", "{missing}/report.md"], id="verify-missing-folder"),
     pytest.param(["verify", "refund", "-o", "{folder}"], id="verify-onto-a-folder"),
 ])
@@ -183,7 +187,7 @@ def test_a_damaged_row_names_its_run_and_table(tmp_path: Path, env: dict[str, st
 
 def test_a_full_disk_during_a_step_is_one_line_and_loses_nothing(
         tmp_path: Path, env: dict[str, str]) -> None:
-    """A real write failure: the process may write files of at most 40 KB (RLIMIT_FSIZE),
+    """A real write failure: the process may write no file beyond 150 KB (RLIMIT_FSIZE),
     so the write-ahead log fills up in the middle of the run."""
     import resource
     import signal
@@ -194,7 +198,7 @@ def test_a_full_disk_during_a_step_is_one_line_and_loses_nothing(
 
     def small_files() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
-        resource.setrlimit(resource.RLIMIT_FSIZE, (40_000, 40_000))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (150_000, 150_000))
 
     proc = subprocess.run(
         [sys.executable, "-m", "fsm", "run", "refund", "Order A-1001: kettle broken", "--user",

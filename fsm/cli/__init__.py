@@ -35,7 +35,7 @@ def _undecodable(args: Sequence[str]) -> str | None:
             arg.encode("utf-8")
         except UnicodeEncodeError:
             shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            return f"argument {i} is not valid UTF-8: {shown!r}; give text in UTF-8"
+            return f"argument {i} is not valid UTF-8: '{shown}'; give text in UTF-8"
     return None
 
 

@@ -431,6 +431,8 @@ def _what(exc: sqlite3.Error) -> str:
     code = getattr(exc, "sqlite_errorname", "")
     if code == "SQLITE_FULL" or "database or disk is full" in text:
         return f"{text} (free some disk space, then resume the run)"
+    if code.startswith("SQLITE_IOERR"):
+        return f"{text} (is the disk full or failing?)"
     if code.startswith("SQLITE_READONLY") or "readonly database" in text:
         return f"{text} (the file or its folder cannot be written)"
     return text
