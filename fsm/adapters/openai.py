@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import ipaddress
+import logging
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -39,6 +40,8 @@ from fsm.errors import FSMError
 from fsm.policy import Action, PolicyUnavailable, Usage, View
 from fsm.pricing import PriceTable
 from fsm.spec import WorkflowSpec
+
+_log = logging.getLogger("fsm.adapters.openai")
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Sent as the key to local servers, which ignore it (the SDK insists on one).
@@ -125,6 +128,9 @@ class OpenAIPolicy:
                                     max_retries=0)
         self._raw_content = "content" in inspect.signature(self.client.post).parameters
 
+    #: Set once the server sent a reply without ``usage`` (warned about once).
+    _no_usage_warned = False
+
     # -- the policy -------------------------------------------------------------------
 
     def __call__(self, view: View) -> Action:
@@ -161,6 +167,11 @@ class OpenAIPolicy:
     def usage_of(self, response: Mapping[str, Any], *, calls: int = 1) -> Usage:
         """Tokens from the reply's ``usage``, priced with the table."""
         raw = response.get("usage") if isinstance(response, Mapping) else None
+        if not isinstance(raw, Mapping) and not self._no_usage_warned:
+            self._no_usage_warned = True
+            _log.warning("model %r at %s sent no usage: its calls are counted as 0 tokens "
+                         "costing 0, so token and cost budgets do not limit it",
+                         self.model, self.base_url)
         raw = raw if isinstance(raw, Mapping) else {}
         tokens_in = _count(raw.get("prompt_tokens"))
         tokens_out = _count(raw.get("completion_tokens"))
