@@ -157,7 +157,7 @@ def resume_cmd(
                                           help="raise the token budget to this"),
     max_seconds: float | None = typer.Option(None, "--max-seconds", min=0, max=1e12,
                                              help="raise the active-time budget to this"),
-    by: str = typer.Option(None, "--by", help="who raises the budget, for the log "
+    by: str | None = typer.Option(None, "--by", help="who raises the budget, for the log "
                            "(default: the login name)"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
@@ -167,16 +167,23 @@ def resume_cmd(
     raised = _raised(max_steps, max_cost_micros, max_tokens, max_seconds)
     with store_for(db) as store:
         run = store.load_run(run_id)
-        if raised:
-            engine = engine_for_run(store, run_id, policy=policy, model=model,
-                                    base_url=base_url)
-            engine.raise_budgets(run_id, raised, by=(by or getpass.getuser()).strip())
-        elif run.status in FINAL_STATUSES:
+        if not raised and run.status in FINAL_STATUSES:
             err_console.print(f"run {run_id!r} has already finished ({run.status}); nothing "
                               "to resume" + _how_to_continue(run), markup=False)
             finish(store, run, as_json)
         engine = engine_for_run(store, run_id, policy=policy, model=model, base_url=base_url)
+        if raised:
+            engine.raise_budgets(run_id, raised, by=_operator(by))
         finish(store, engine.resume(run_id, take_over=take_over), as_json)
+
+
+def _operator(by: str | None) -> str:
+    if by is not None:
+        return by.strip()
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        raise UsageError("cannot tell who you are: give --by NAME") from None
 
 
 def _how_to_continue(run: RunState) -> str:
