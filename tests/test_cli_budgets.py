@@ -14,6 +14,7 @@ import pytest
 from fsm import Engine, MemoryStore, WorkflowSpec
 from fsm.auditor.audit import audit
 from fsm.cli import exits
+from fsm.cli.history import history_rows
 from fsm.errors import InvalidRunState, RunError
 from fsm.policy import PolicyUnavailable
 from fsm.records import Budgets
@@ -96,6 +97,11 @@ def test_budgets_cannot_be_raised_on_a_finished_run_or_without_a_name(
         engine.raise_budgets("s", {"max_steps": 100}, by="")
     with pytest.raises(RunError, match="unknown budget"):
         engine.raise_budgets("s", {"max_money": 100}, by="sam")
+    paused = engine.start("Order A-1002: headphones dead", user="ravi", run_id="p")
+    assert paused.status == "awaiting_approval"
+    with pytest.raises(InvalidRunState, match="waiting for a person"):
+        engine.raise_budgets("p", {"max_steps": 100}, by="sam")
+    assert engine.decide("p", True, "priya").status == "done"
 
 
 def test_a_model_that_never_answered_uses_up_no_step(spec: WorkflowSpec,
@@ -115,3 +121,6 @@ def test_a_model_that_never_answered_uses_up_no_step(spec: WorkflowSpec,
     after = engine.resume("m")
     assert (after.status, after.used.steps) == ("done", 7)
     assert audit(store, "m").ok
+    rows = history_rows(spec, store.events("m"), store.messages("m"))
+    assert [r[5] for r in rows if r[2] == "policy"] == [
+        "the model gave no answer; no step used"]

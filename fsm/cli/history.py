@@ -63,6 +63,9 @@ def _consumes_result(e: Event) -> bool:
 def _policy(e: Event) -> str | None:
     """A policy row's detail; ``None`` for a call that cost nothing and says nothing."""
     calls = int(e.detail.get("calls") or 0)
+    if e.detail.get("step_used") is False:
+        tried = f" after {calls} attempt(s)" if calls else ""
+        return f"the model gave no answer{tried}; no step used"
     if calls and not e.tokens and not e.cost_micros:
         return "the model server reported no usage: tokens and cost not counted"
     if e.tokens or e.cost_micros:

@@ -30,6 +30,11 @@ def raised_budgets(run: RunState, limits: dict[str, Any],
         raise InvalidRunState(
             f"run {run.run_id!r} has finished ({run.status}); its budgets cannot be raised",
             run_id=run.run_id, state=run.state)
+    if run.status == "awaiting_approval":
+        # A new version of the run would make the approval it waits for stale.
+        raise InvalidRunState(
+            f"run {run.run_id!r} is waiting for a person; raise its budgets after the "
+            "decision", run_id=run.run_id, state=run.state)
     unknown = sorted(set(limits) - set(_USED))
     if unknown or not limits:
         raise RunError(f"run {run.run_id!r}: unknown budget(s) {', '.join(unknown) or 'none'} "
