@@ -1,5 +1,7 @@
+# PY=python3.13 (or a path) builds and tests with that interpreter, in a virtual
+# environment of its own (.venv-python3.13); the default python3 uses .venv.
 PY ?= python3
-VENV := .venv
+VENV := .venv$(if $(filter-out python3,$(PY)),-$(notdir $(PY)))
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
@@ -46,4 +48,4 @@ diagrams: $(STAMP)
 	$(BIN)/fsm verify refund -o diagrams/refund-verification.md
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .venv-* .pytest_cache .mypy_cache .ruff_cache

@@ -421,6 +421,54 @@ class StepCommit:
     owner: str | None = None
 
 
+# -- what the log covers ----------------------------------------------------------------
+#
+# The last event of every commit carries ``detail["rows"]``: the hashes of the other rows
+# the commit wrote (the run snapshot, its messages, the view, finished effects, a new
+# approval, a decision). The log is hash-chained, so a later change to any of those rows
+# no longer matches its hash, and the audit says which.
+
+def snapshot_hash(run: RunState) -> str:
+    """The hash of a run row's snapshot as stored (the version is the store's)."""
+    return fingerprint(run.model_dump(mode="json", exclude={"version"}))
+
+
+def effect_hash(result: Any, error: str | None) -> str:
+    return fingerprint({"status": "DONE", "result": result, "error": error})
+
+
+def approval_hash(approval: Approval) -> str:
+    """The hash of an approval row as requested (its decision fields not yet set)."""
+    request = approval.model_dump(mode="json", exclude={"decision", "reviewer", "note",
+                                                        "decided_at"})
+    return fingerprint(request)
+
+
+def decision_hash(approval_id: str, decision: str | None, reviewer: str | None,
+                  note: str | None, at: float | None) -> str:
+    return fingerprint({"approval_id": approval_id, "decision": decision,
+                        "reviewer": reviewer, "note": note, "time": at})
+
+
+def covered_rows(c: StepCommit, first_message: int) -> dict[str, Any]:
+    """The hashes of what ``c`` writes besides its events (see above)."""
+    rows: dict[str, Any] = {"snapshot": snapshot_hash(c.run)}
+    if c.messages:
+        rows["messages"] = [first_message, first_message + len(c.messages),
+                            fingerprint(c.messages)]
+    if c.view is not None:
+        rows["view"] = [c.view.step, fingerprint(c.view.model_dump(mode="json"))]
+    if c.effects_done:
+        rows["effects"] = {k: effect_hash(r, e) for k, (r, e) in c.effects_done.items()}
+    if c.new_approval is not None:
+        rows["approval"] = [c.new_approval.approval_id, approval_hash(c.new_approval)]
+    if c.decision is not None:
+        d = c.decision
+        rows["decision"] = [d.approval_id,
+                            decision_hash(d.approval_id, d.decision, d.reviewer, d.note, d.time)]
+    return rows
+
+
 def _link(prev_hash: str, body: dict[str, Any]) -> str:
     return hashlib.sha256((prev_hash + canonical(body)).encode()).hexdigest()
 

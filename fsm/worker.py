@@ -351,8 +351,11 @@ class _WorkerStore(Store):
     def load_run(self, run_id: str) -> RunState:
         return self.inner.load_run(run_id)
 
-    def list_runs(self, status: str | None = None) -> list[RunState]:
-        return self.inner.list_runs(status)
+    def list_runs(self, status: str | None = None, *, workflow: str | None = None,
+                  limit: int | None = None, offset: int = 0,
+                  newest_first: bool = False) -> list[RunState]:
+        return self.inner.list_runs(status, workflow=workflow, limit=limit, offset=offset,
+                                    newest_first=newest_first)
 
     def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
         return self.inner.messages(run_id, start, end)

@@ -83,14 +83,19 @@ def nothing_paid(d: Desk) -> bool:
     return d.shop.ledger() == [] and d.shop.calls("refund") == []
 
 
-def assert_refused_untouched(d: Desk, before_events: int) -> None:
-    """A refused decision pays nothing, logs nothing and leaves the approval pending."""
+def assert_refused_untouched(d: Desk, before_events: int, *, tampered: bool = False) -> None:
+    """A refused decision pays nothing, logs nothing and leaves the approval pending; the
+    audit passes, or (``tampered``) names the snapshot that was changed behind fsm's back."""
     run = d.store.load_run("big")
     assert (run.status, run.state) == ("awaiting_approval", "awaiting_approval")
     assert [a.run_id for a in d.store.approvals()] == ["big"]
     assert len(d.store.events("big")) == before_events
     assert nothing_paid(d)
-    assert audit(d.store, "big").ok
+    problems = audit(d.store, "big").problems
+    if tampered:
+        assert len(problems) == 1 and "the run row's snapshot differs" in problems[0]
+    else:
+        assert problems == []
 
 
 # -- expiry ---------------------------------------------------------------------------------
@@ -192,7 +197,7 @@ def test_an_approval_of_changed_arguments_is_stale(paused: Desk) -> None:
     before = len(paused.store.events("big"))
     with pytest.raises(ApprovalStale, match="for request .* with request"):
         paused.engine.decide("big", True, "priya", "ok")
-    assert_refused_untouched(paused, before)
+    assert_refused_untouched(paused, before, tampered=True)
 
 
 def test_a_second_decision_is_refused(paused: Desk, db: str, clock: Clock) -> None:

@@ -103,8 +103,8 @@ def test_audit_passes_and_history_lists_every_event(db: Path) -> None:
     ok = fsm(db, "audit", "a")
     assert ok.returncode == 0 and "audit ok" in ok.stdout
     events = fsm_json(db, "history", "a")
-    store = SQLiteStore(str(db))
-    assert [e["hash"] for e in events] == [e.hash for e in store.events("a")]
+    with SQLiteStore(str(db)) as store:
+        assert [e["hash"] for e in events] == [e.hash for e in store.events("a")]
     assert events[-1]["kind"] == "stop" and events[-1]["detail"]["status"] == "done"
 
 
@@ -139,6 +139,9 @@ def test_bad_arguments_give_one_clear_line(db: Path, args: list[str], fragments:
     one_line_error(proc, *fragments)
 
 
-def test_resume_of_a_finished_run_is_refused(db: Path) -> None:
+def test_resume_of_a_finished_run_says_so_with_its_exit_code(db: Path) -> None:
     fsm_json(db, "run", "refund", "Order A-1001: broken", "--user", "asha", "--run-id", "f")
-    one_line_error(fsm(db, "resume", "f"), "has finished (done)")
+    proc = fsm(db, "resume", "f")
+    assert proc.returncode == 0
+    assert proc.stderr == "run 'f' has already finished (done); nothing to resume\n"
+    assert "status   done" in proc.stdout

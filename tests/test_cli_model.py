@@ -108,6 +108,6 @@ def test_bad_timeouts_are_refused(tmp_path: Path, server: FakeOpenAI) -> None:
     assert proc.stderr.strip() == ("error: timeout must be a number of seconds above 0, "
                                    "got 0.0")
     proc = fsm(db, "run", "refund", "Order A-1001: broken", "--timeout", "5")
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # a usage error
     assert proc.stderr.strip() == "error: --timeout applies to --model only"
     assert server.chat == []

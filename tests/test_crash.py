@@ -23,6 +23,7 @@ from crashkit import Exit, fork_fsm, policy_log, run_fsm, start_fsm
 
 from fsm import RunNotFound, SQLiteStore
 from fsm.auditor.audit import audit
+from fsm.cli import exits
 from fsm.runtime.view import view_at
 from fsm.testing import state_path
 from workflows.refund import Shop, build
@@ -338,7 +339,7 @@ def test_a_write_that_is_not_retry_safe_is_handed_over_in_doubt(tmp_path: Path) 
     assert first.killed, first
     assert tickets.read_text() == f"{RUN}:1 printer on fire\n"
     resumed = fork_fsm("resume", RUN, "--db", db, "--json", env=env)
-    assert resumed.code == 0, resumed
+    assert resumed.code == exits.HANDED_OVER, resumed
     report = json.loads(resumed.stdout)
     assert (report["status"], report["reason"]) == ("handed_over", f"in doubt: file_ticket {RUN}:1")
     assert tickets.read_text() == f"{RUN}:1 printer on fire\n"  # not called again
@@ -372,7 +373,7 @@ def test_an_approved_call_killed_mid_way_is_finished_never_redecided(
                       env=env)
     assert denied.code == 1 and "not waiting for a decision" in denied.stderr, denied
     resumed = fork_fsm("resume", RUN, "--db", db, "--json", env=env)
-    assert resumed.code == 0, resumed
+    assert resumed.code == exits.for_status(status), resumed
     report = json.loads(resumed.stdout)
     assert report["status"] == status
     if status == "handed_over":

@@ -94,6 +94,7 @@ def test_a_locked_database_is_a_store_error_after_the_busy_timeout(tmp_path: Pat
             store.commit(StepCommit(run=run, expected_version=1))
     finally:
         other.execute("ROLLBACK")
+        other.close()
     assert store.commit(StepCommit(run=run, expected_version=1)).version == 2
 
 

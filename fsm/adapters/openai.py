@@ -166,6 +166,8 @@ class OpenAIPolicy:
             self.unforced = {"function", "required"}
         self._warned_usage = False
 
+    #: Set once the server sent a reply without ``usage`` (warned about once).
+
     # -- the policy -------------------------------------------------------------------
 
     def __call__(self, view: View) -> Action:

@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from fsm.records import FINAL_STATUSES, Event, verify_chain
+from fsm.records import (
+    FINAL_STATUSES,
+    Approval,
+    Effect,
+    Event,
+    RunState,
+    ViewRecord,
+    approval_hash,
+    decision_hash,
+    effect_hash,
+    fingerprint,
+    snapshot_hash,
+    verify_chain,
+)
 from fsm.store.base import Store
 
 
@@ -41,6 +55,7 @@ def audit(store: Store, run_id: str) -> AuditReport:
                                         run.used.cost_micros, events))
     report.problems.extend(_approvals(store, run_id, events))
     report.problems.extend(_effects(store, run_id, events))
+    report.problems.extend(_covered(store, run, events))
     report.head = head
     return report
 
@@ -88,7 +103,8 @@ def _consistency(state: str, status: str, steps: int, cost: int, events: list[Ev
     out = []
     if events and events[-1].state_after != state:
         out.append(f"the log ends in state {events[-1].state_after!r} but the run is in {state!r}")
-    policy_calls = sum(1 for e in events if e.kind in ("policy",))
+    policy_calls = sum(1 for e in events
+                       if e.kind == "policy" and e.detail.get("step_used", True))
     recovered = sum(1 for e in events if e.kind == "recover")
     if policy_calls != steps:
         out.append(f"the log has {policy_calls} policy calls but the run counts {steps} steps"
@@ -100,4 +116,84 @@ def _consistency(state: str, status: str, steps: int, cost: int, events: list[Ev
         stops = [e for e in events if e.kind == "stop"]
         if not stops or stops[-1].detail.get("status") != status:
             out.append(f"the run is {status} but the log's last stop does not say so")
+    return out
+
+
+# -- the rows each commit's last event covers -------------------------------------------
+
+def _covered(store: Store, run: RunState, events: list[Event]) -> list[str]:
+    """Every row a commit wrote still has the hash its last log event recorded."""
+    covering = [e for e in events if "rows" in e.detail]
+    if not covering:
+        return []  # a run logged before its rows were covered
+    out: list[str] = []
+    last = covering[-1]
+    if last.detail["rows"].get("snapshot") != snapshot_hash(run):
+        out.append(f"the run row's snapshot differs from what event seq {last.seq} recorded "
+                   "(facts, user, status or budgets changed outside a step)")
+    messages = store.messages(run.run_id)
+    views: dict[int, ViewRecord | None] = {}
+    effects = {e.key: e for e in store.effects(run.run_id)}
+    approvals = {a.approval_id: a for a in store.approvals(run.run_id, pending_only=False)}
+    for e in covering:
+        rows = e.detail["rows"]
+        out += _covered_messages(e, rows, messages)
+        out += _covered_view(store, run.run_id, e, rows, views)
+        out += _covered_effects(e, rows, effects)
+        out += _covered_approval(e, rows, approvals)
+    return out
+
+
+def _covered_messages(e: Event, rows: dict[str, Any],
+                      messages: list[dict[str, Any]]) -> list[str]:
+    if "messages" not in rows:
+        return []
+    start, end, digest = rows["messages"]
+    if fingerprint(messages[start:end]) != digest:
+        return [f"event seq {e.seq}: transcript messages {start}..{end - 1} were changed, "
+                "removed or reordered"]
+    return []
+
+
+def _covered_view(store: Store, run_id: str, e: Event, rows: dict[str, Any],
+                  views: dict[int, ViewRecord | None]) -> list[str]:
+    if "view" not in rows:
+        return []
+    step, digest = rows["view"]
+    if step not in views:
+        views[step] = store.view_record(run_id, step)
+    view = views[step]
+    if view is None or fingerprint(view.model_dump(mode="json")) != digest:
+        return [f"event seq {e.seq}: the view record of step {step} was changed or removed"]
+    return []
+
+
+def _covered_effects(e: Event, rows: dict[str, Any], effects: dict[str, Effect]) -> list[str]:
+    out = []
+    for key, digest in rows.get("effects", {}).items():
+        eff = effects.get(key)
+        if eff is None:
+            out.append(f"event seq {e.seq}: the effect row {key} was removed")
+        elif eff.status != "DONE" or effect_hash(eff.result, eff.error) != digest:
+            out.append(f"event seq {e.seq}: the effect row {key} (status, result or error) "
+                       "was changed")
+    return out
+
+
+def _covered_approval(e: Event, rows: dict[str, Any],
+                      approvals: dict[str, Approval]) -> list[str]:
+    out = []
+    if "approval" in rows:
+        aid, digest = rows["approval"]
+        a = approvals.get(aid)
+        if a is None or approval_hash(a) != digest:
+            out.append(f"event seq {e.seq}: approval {aid} as requested (arguments, hash, "
+                       "version, times) was changed or removed")
+    if "decision" in rows:
+        aid, digest = rows["decision"]
+        a = approvals.get(aid)
+        if a is None or decision_hash(aid, a.decision, a.reviewer, a.note,
+                                      a.decided_at) != digest:
+            out.append(f"event seq {e.seq}: the decision on approval {aid} (verdict, "
+                       "reviewer, note or time) was changed")
     return out

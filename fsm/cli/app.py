@@ -10,11 +10,14 @@ import typer
 
 from fsm.location import default_db_path
 
+from .exits import HELP as EXIT_HELP
+
 # Plain help and usage errors (rich_markup_mode=None): typer's rich help formatter imports
 # rich's Markdown and markdown-it, which alone take longer than ``fsm --help`` may.
 app = typer.Typer(
     name="fsm", no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
     rich_markup_mode=None, help="Run, inspect, approve and audit fsm workflow runs.",
+    epilog=EXIT_HELP,
 )
 
 
@@ -38,7 +41,6 @@ class _LazyConsole:
 _WIDTH = None if sys.stdout.isatty() else 200
 console = _LazyConsole(highlight=False, soft_wrap=True, width=_WIDTH)
 err_console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
-
 
 
 @app.callback()

@@ -11,8 +11,8 @@ import typer
 from fsm.cli.files import write_atomic
 from fsm.errors import UsageError
 
-from .app import DB_HELP, app, console
-from .context import store_for
+from .app import DB_HELP, app, console, fail
+from .context import reader_for
 
 # The auditor (and Graphviz) is imported by the commands, so that ``fsm --help`` stays fast.
 if TYPE_CHECKING:
@@ -28,8 +28,7 @@ FORMATS = ("dot", "svg", "png", "mermaid", "md")
 def _overlay(spec: WorkflowSpec, run_id: str, db: str | None) -> Overlay:
     from fsm.auditor.diagram import overlay
 
-    store = store_for(db)
-    try:
+    with reader_for(db) as store:
         run = store.load_run(run_id)
         if run.workflow != spec.name:
             raise UsageError(f"run {run_id!r} belongs to workflow {run.workflow!r}, "
@@ -41,8 +40,6 @@ def _overlay(spec: WorkflowSpec, run_id: str, db: str | None) -> Overlay:
                 "draw it with the definition it ran under"
             )
         return overlay(run_id, store.events(run_id))
-    finally:
-        store.close()
 
 
 def _emit(output: str | None, data: bytes, what: str) -> None:
@@ -50,7 +47,15 @@ def _emit(output: str | None, data: bytes, what: str) -> None:
         sys.stdout.write(data.decode())
         sys.stdout.flush()
         return
-    write_atomic(Path(output), data)
+    target = Path(output)
+    if target.is_dir():
+        raise UsageError(f"-o {output!r} is a directory; give a file name in it")
+    if not target.parent.is_dir():
+        raise UsageError(f"-o {output!r}: the folder {str(target.parent)!r} does not exist")
+    try:
+        write_atomic(target, data)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output!r}: {exc.strerror or exc}") from None
     console.print(f"wrote {output} ({what})", markup=False)
 
 
@@ -107,7 +112,8 @@ def verify_cmd(
 
     spec = load_workflow(workflow)
     if not spec.invariants and not allow_empty:
-        raise UsageError(
+        # Not a usage error: the check ran, and it proves nothing.
+        raise fail(
             f"workflow {spec.name!r} declares no invariants, so fsm verify proves nothing; "
             "add invariants=(...) to define_workflow, or pass --allow-empty to accept that")
     if fmt is None:

@@ -29,9 +29,22 @@ def clock() -> float:
 
 
 def store_for(db: str | None) -> Store:
+    """The database of ``--db`` for a command that writes (created if missing)."""
     from fsm.store import open_store
 
     return open_store(db_path(db))
+
+
+def reader_for(db: str | None) -> Store:
+    """The database of ``--db`` for a command that only reads: a SQLite file must exist
+    and be an fsm database, and nothing in it changes (PostgreSQL: an ordinary store)."""
+    from fsm.store import SQLiteStore, open_store, sqlite_path
+
+    url = db_path(db)
+    path = sqlite_path(url)
+    if path is None:
+        return open_store(url)
+    return SQLiteStore(path, readonly=True)
 
 
 def fmt_time(t: float | None) -> str:

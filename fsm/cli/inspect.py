@@ -10,10 +10,13 @@ import typer
 from fsm.errors import RunError
 
 from .app import DB_HELP, JSON_HELP, app, console, print_json, print_table
-from .context import fmt_time, path_of, spec_for_run, store_for
+from .context import fmt_time, path_of, reader_for, spec_for_run
+from .history import history_rows
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
+#: The largest number SQLite stores (a signed 64-bit integer).
+MAX_INT = 2**63 - 1
 STATUSES = ("running", "awaiting_approval", "done", "failed", "budget_exhausted",
             "handed_over", "model_unavailable")
 
@@ -21,15 +24,24 @@ STATUSES = ("running", "awaiting_approval", "done", "failed", "budget_exhausted"
 @app.command("runs")
 def runs_cmd(
     status: str | None = typer.Option(None, "--status", help=f"one of: {', '.join(STATUSES)}"),
+    workflow: str | None = typer.Option(None, "--workflow", help="only runs of this workflow"),
+    limit: int = typer.Option(50, "--limit", min=1, max=MAX_INT, help="how many runs to show"),
+    offset: int = typer.Option(0, "--offset", min=0, max=MAX_INT,
+                               help="skip this many of the newest runs first"),
+    show_all: bool = typer.Option(False, "--all", help="every run (ignores --limit)"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List runs."""
+    """List runs, newest first: the newest 50 unless --limit, --offset or --all."""
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"unknown status {status!r} (allowed: {', '.join(STATUSES)})",
                                  param_hint="--status")
-    store = store_for(db)
-    runs = store.list_runs(status)
+    with reader_for(db) as store:
+        # One more than asked for tells whether there are more to page to.
+        runs = store.list_runs(status, workflow=workflow, offset=offset, newest_first=True,
+                               limit=None if show_all else limit + 1)
+    more = not show_all and len(runs) > limit
+    runs = runs if show_all else runs[:limit]
     rows = [{
         "run_id": r.run_id, "workflow": r.workflow, "user": r.user, "status": r.status,
         "state": r.state, "steps": r.used.steps, "cost_micros": r.used.cost_micros,
@@ -41,23 +53,29 @@ def runs_cmd(
     cols = ["run_id", "workflow", "user", "status", "state", "steps", "cost_micros", "updated",
             "reason"]
     print_table(None, cols, [[row[c] for c in cols] for row in rows])
+    if more:
+        console.print(f"runs {offset + 1}-{offset + len(rows)}, newest first; more with "
+                      f"--offset {offset + len(rows)} or --all", markup=False)
+    elif not rows:
+        console.print("no runs" + (" match" if status or workflow or offset else ""),
+                      markup=False)
 
 
 @app.command("approvals")
 def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     """List pending approvals."""
-    store = store_for(db)
     rows = []
-    for a in store.approvals(pending_only=True):
-        run = store.load_run(a.run_id)
-        what = a.tool or "/".join(run.pending.events if run.pending else [])
-        shown = spec_for_run(store, run).presentation
-        rows.append({
-            "run_id": a.run_id, "user": run.user, "state": run.state, "waits_for": what,
-            "asks": shown.describe(a.tool, a.args), "arguments": a.args,
-            "amount": shown.money_text(a.tool, a.args),
-            "requested": fmt_time(a.requested_at), "expires": fmt_time(a.expires_at),
-        })
+    with reader_for(db) as store:
+        for a in store.approvals(pending_only=True):
+            run = store.load_run(a.run_id)
+            what = a.tool or "/".join(run.pending.events if run.pending else [])
+            shown = spec_for_run(store, run).presentation
+            rows.append({
+                "run_id": a.run_id, "user": run.user, "state": run.state, "waits_for": what,
+                "asks": shown.describe(a.tool, a.args, run.facts), "arguments": a.args,
+                "amount": shown.money_text(a.tool, a.args),
+                "requested": fmt_time(a.requested_at), "expires": fmt_time(a.expires_at),
+            })
     if as_json:
         print_json(rows)
         return
@@ -72,7 +90,8 @@ def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
 @app.command("show")
 def show_cmd(
     run_id: str = typer.Argument(..., help="the run"),
-    step: int | None = typer.Option(None, "--step", min=1, help="step (default: the latest)"),
+    step: int | None = typer.Option(None, "--step", min=1, max=MAX_INT,
+                                    help="step (default: the latest)"),
     request: bool = typer.Option(False, "--request",
                                  help="print the exact chat-completions request body sent"),
     model: str | None = typer.Option(None, "--model", help="model name for --request "
@@ -83,18 +102,18 @@ def show_cmd(
     """Print exactly what the model saw at a step: state, offered tools, transcript."""
     from fsm.runtime.view import view_at
 
-    store = store_for(db)
-    run = store.load_run(run_id)
-    spec = spec_for_run(store, run)
-    view = view_at(spec, store, run_id, step)
-    if view is None:
-        what = f"step {step}" if step is not None else "any step"
-        raise RunError(f"run {run_id!r} has no view recorded for {what} "
-                       f"(recorded steps: 1..{run.step})", run_id=run_id)
+    with reader_for(db) as store:
+        run = store.load_run(run_id)
+        spec = spec_for_run(store, run)
+        view = view_at(spec, store, run_id, step)
+        if view is None:
+            what = f"step {step}" if step is not None else "any step"
+            raise RunError(f"run {run_id!r} has no view recorded for {what} "
+                           f"(recorded steps: 1..{run.step})", run_id=run_id)
+        name = (model or _run_model(store, run_id)) if request else ""
     if request:
         from fsm.adapters.translate import encode, request_body
 
-        name = model or _run_model(store, run_id)
         typer.echo(encode(request_body(view, name)).decode())
         return
     if as_json:
@@ -127,31 +146,26 @@ def _line(msg: dict[str, Any]) -> str:
 
 
 @app.command("history")
-def history_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None = DbOpt,
-                as_json: bool = JsonOpt) -> None:
-    """Print the event log of a run."""
-    store = store_for(db)
-    events = store.events(run_id)
-    if as_json:
-        print_json([e.model_dump(mode="json") for e in events])
-        return
-    rows = []
-    for e in events:
-        move = e.state_before or ""
-        if e.state_after and e.state_after != e.state_before:
-            move = f"{e.state_before or ''} → {e.state_after}"
-        subject = e.tool or ""
-        if e.event:
-            subject = f"{subject} {e.event}".strip()
-        if e.kind == "stop":
-            subject = str(e.detail.get("status", ""))
-        if e.kind == "decision":
-            subject = f"{subject} {e.detail.get('decision', '')}".strip()
-        cost = f"{e.cost_micros}µ/{e.tokens}t" if (e.cost_micros or e.tokens) else ""
-        rows.append([e.step, fmt_time(e.time), e.kind, move, subject, e.reason or "", cost,
-                     e.reviewer or ""])
-    print_table(f"history of {run_id}: {' → '.join(path_of(store, run_id))}",
-                ["step", "time", "kind", "state", "tool/event", "reason", "cost", "reviewer"],
+def history_cmd(
+    run_id: str = typer.Argument(..., help="the run"),
+    verbose: bool = typer.Option(False, "--verbose", "-v",
+                                 help="also the policy calls that cost nothing"),
+    db: str | None = DbOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Print the event log of a run: decisions with their notes, tool calls with a short
+    form of their arguments and results, refusals, stops."""
+    with reader_for(db) as store:
+        events = store.events(run_id)
+        if as_json:
+            print_json([e.model_dump(mode="json") for e in events])
+            return
+        run = store.load_run(run_id)
+        spec = spec_for_run(store, run)
+        rows = history_rows(spec, events, store.messages(run_id), verbose=verbose)
+        path = path_of(store, run_id)
+    print_table(f"history of {run_id}: {' → '.join(path)}",
+                ["step", "time", "kind", "state", "tool/event", "detail", "cost", "reviewer"],
                 rows)
 
 
@@ -161,8 +175,8 @@ def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None 
     """Verify a run's hash chain and its log against the run row; exit 1 if altered."""
     from fsm.auditor.audit import audit
 
-    store = store_for(db)
-    report = audit(store, run_id)
+    with reader_for(db) as store:
+        report = audit(store, run_id)
     if as_json:
         print_json({"run_id": run_id, "ok": report.ok, "events": report.events,
                     "head": report.head, "problems": report.problems})

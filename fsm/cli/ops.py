@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import getpass
 import json
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
+from . import exits
 from .app import DB_HELP, JSON_HELP, app, console, err_console, print_json
 from .context import (
     UsageError,
@@ -24,9 +28,49 @@ if TYPE_CHECKING:
     from fsm.store import Store
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
-JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
 TimeoutOpt = typer.Option(None, "--timeout", help="seconds to wait for each model reply "
                           "(default 60; raise it for slow local models); needs --model")
+EventOpt = typer.Option(
+    None, "--event", help="the human event to fire, when the run waits for one of several "
+    "(default: the workflow's approve or deny event)")
+NoDriveOpt = typer.Option(False, "--no-drive",
+                          help="only record the decision; a worker (fsm worker) continues the run")
+JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
+MAX_INT = 2**63 - 1
+GOAL_HELP = ("the user's request, the run's first message; - reads it from standard input, "
+             "@FILE from a file (@@text for a request that starts with @)")
+
+
+def read_goal(goal: str) -> str:
+    """The goal as given, from standard input (``-``) or from a file (``@FILE``)."""
+    if goal == "-":
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"the goal on standard input is not valid UTF-8 ({exc})") from None
+        where = "on standard input"
+    elif goal.startswith("@") and not goal.startswith("@@"):
+        path = Path(goal[1:])
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UsageError(f"the goal file {str(path)!r} is not valid UTF-8 ({exc})") from None
+        except OSError as exc:
+            raise UsageError(f"cannot read the goal from {str(path)!r}: "
+                             f"{exc.strerror or exc}") from None
+        where = f"in {str(path)!r}"
+    else:
+        text, where = goal.removeprefix("@") if goal.startswith("@@") else goal, "given"
+    if not text.strip():
+        raise UsageError(f"the goal {where} is empty: give the user's request as text, "
+                         "- to read it from standard input, or @FILE")
+    return text.removesuffix("\n")
+
+
+def finish(store: Store, run: RunState, as_json: bool) -> None:
+    """Report the run, then exit with the code of its status (see ``fsm --help``)."""
+    report(store, run, as_json)
+    raise typer.Exit(exits.for_status(run.status))
 
 
 def report(store: Store, run: RunState, as_json: bool) -> None:
@@ -55,14 +99,14 @@ def report(store: Store, run: RunState, as_json: bool) -> None:
         amount = shown.money_text(run.pending.tool, run.pending.args)
         console.print(f"waiting  for a person ({what}): {args}"
                       + (f", amount {amount}" if amount else ""), markup=False)
-        console.print(f"asks     {shown.describe(run.pending.tool, run.pending.args)}",
+        console.print(f"asks     {shown.describe(run.pending.tool, run.pending.args, run.facts)}",
                       markup=False)
 
 
-@app.command("run")
+@app.command("run", epilog=exits.HELP)
 def run_cmd(
     workflow: str = typer.Argument(..., help="registered workflow name or module:attr"),
-    goal: str = typer.Argument(..., help="the user's request, the run's first message"),
+    goal: str = typer.Argument(..., help=GOAL_HELP),
     user: str = typer.Option("", "--user", help="the customer/user the run acts for"),
     run_id: str | None = typer.Option(None, "--run-id", help="run id (default: random)"),
     policy: str | None = typer.Option(None, "--policy", help="policy as module:attr"),
@@ -70,26 +114,27 @@ def run_cmd(
     base_url: str | None = typer.Option(None, "--base-url",
                                         help="OpenAI-compatible endpoint for --model"),
     timeout: float | None = TimeoutOpt,
-    max_steps: int = typer.Option(50, "--max-steps", min=1, help="step budget"),
-    max_cost_micros: int | None = typer.Option(None, "--max-cost-micros", min=0,
+    max_steps: int = typer.Option(50, "--max-steps", min=1, max=MAX_INT, help="step budget"),
+    max_cost_micros: int | None = typer.Option(None, "--max-cost-micros", min=0, max=MAX_INT,
                                                help="cost budget in micro-units"),
-    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="token budget"),
-    max_seconds: float | None = typer.Option(None, "--max-seconds", min=0,
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, max=MAX_INT,
+                                          help="token budget"),
+    max_seconds: float | None = typer.Option(None, "--max-seconds", min=0, max=1e12,
                                              help="active-time budget in seconds"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Start a run and drive it until it stops (awaiting_approval is a normal stop)."""
+    text = read_goal(goal)
+    if run_id is not None and not run_id.strip():
+        raise UsageError("--run-id must not be empty")
     from fsm.records import Budgets
     from fsm.registry import load_workflow
     from fsm.runtime.compaction import Compactor
     from fsm.runtime.engine import Engine
 
-    store = store_for(db)
     spec = load_workflow(workflow)
     fn, policy_name = make_policy(workflow, spec, policy, model, base_url, timeout)
-    if run_id is not None and not run_id.strip():
-        raise UsageError("--run-id must not be empty")
     budgets = Budgets(max_steps=max_steps, max_cost_micros=max_cost_micros,
                       max_tokens=max_tokens, max_active_seconds=max_seconds)
     meta: dict[str, Any] = {"workflow_ref": workflow, "policy": policy_name}
@@ -97,12 +142,20 @@ def run_cmd(
         meta["base_url"] = base_url
     if timeout is not None:
         meta["timeout"] = timeout  # approve and deny reuse it
-    engine = Engine(spec, store, fn, clock=clock, compactor=Compactor())
-    run = engine.start(goal, user=user, run_id=run_id, budgets=budgets, meta=meta)
-    report(store, run, as_json)
+    with store_for(db) as store:
+        engine = Engine(spec, store, fn, clock=clock, compactor=Compactor())
+        run = engine.start(text, user=user, run_id=run_id, budgets=budgets, meta=meta)
+        finish(store, run, as_json)
 
 
-@app.command("resume")
+def _raised(max_steps: int | None, max_cost_micros: int | None, max_tokens: int | None,
+            max_seconds: float | None) -> dict[str, Any]:
+    given = {"max_steps": max_steps, "max_cost_micros": max_cost_micros,
+             "max_tokens": max_tokens, "max_active_seconds": max_seconds}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+@app.command("resume", epilog=exits.HELP)
 def resume_cmd(
     run_id: str = typer.Argument(..., help="the run to continue"),
     policy: str | None = typer.Option(None, "--policy", help="override the policy"),
@@ -113,41 +166,61 @@ def resume_cmd(
         False, "--take-over",
         help="take the run from a lease holder this host cannot see (another machine, a "
              "reused pid); only when you know that process is gone"),
+    max_steps: int | None = typer.Option(None, "--max-steps", min=1, max=MAX_INT,
+                                         help="raise the step budget to this"),
+    max_cost_micros: int | None = typer.Option(None, "--max-cost-micros", min=0, max=MAX_INT,
+                                               help="raise the cost budget to this"),
+    max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, max=MAX_INT,
+                                          help="raise the token budget to this"),
+    max_seconds: float | None = typer.Option(None, "--max-seconds", min=0, max=1e12,
+                                             help="raise the active-time budget to this"),
+    by: str | None = typer.Option(None, "--by", help="who raises the budget, for the log "
+                           "(default: the login name)"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """Continue a run from its last checkpoint."""
-    from fsm.errors import InvalidRunState
+    """Continue a run from its last checkpoint; --max-* raise the budgets of a run that
+    stopped as budget_exhausted (logged with --by)."""
+    from fsm.records import FINAL_STATUSES
 
-    store = store_for(db)
-    run = store.load_run(run_id)
-    if run.status in ("done", "failed", "budget_exhausted", "handed_over"):
-        raise InvalidRunState(f"run {run_id!r} has finished ({run.status}); nothing to resume",
-                              run_id=run_id, state=run.state)
-    engine = engine_for_run(store, run_id, policy=policy, model=model, base_url=base_url,
-                            timeout=timeout)
-    run = engine.resume(run_id, take_over=take_over)
-    report(store, run, as_json)
+    raised = _raised(max_steps, max_cost_micros, max_tokens, max_seconds)
+    with store_for(db) as store:
+        run = store.load_run(run_id)
+        if not raised and run.status in FINAL_STATUSES:
+            err_console.print(f"run {run_id!r} has already finished ({run.status}); nothing "
+                              "to resume" + _how_to_continue(run), markup=False)
+            finish(store, run, as_json)
+        engine = engine_for_run(store, run_id, policy=policy, model=model, base_url=base_url,
+                                timeout=timeout)
+        if raised:
+            engine.raise_budgets(run_id, raised, by=_operator(by))
+        finish(store, engine.resume(run_id, take_over=take_over), as_json)
 
 
-EventOpt = typer.Option(
-    None, "--event", help="the human event to fire, when the run waits for one of several "
-    "(default: the workflow's approve or deny event)")
+def _operator(by: str | None) -> str:
+    if by is not None:
+        return by.strip()
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        raise UsageError("cannot tell who you are: give --by NAME") from None
 
 
-NoDriveOpt = typer.Option(False, "--no-drive",
-                          help="only record the decision; a worker (fsm worker) continues the run")
+def _how_to_continue(run: RunState) -> str:
+    if run.status == "budget_exhausted":
+        return " (raise its budget to continue, e.g. --max-steps N)"
+    return ""
 
 
 def _decide(run_id: str, approved: bool, reviewer: str, note: str, db: str | None,
             as_json: bool, event: str | None = None, no_drive: bool = False) -> None:
-    store = store_for(db)
-    engine = engine_for_run(store, run_id)
-    run = engine.decide(run_id, approved, reviewer, note, event=event, drive=not no_drive)
-    report(store, run, as_json)
+    with store_for(db) as store:
+        engine = engine_for_run(store, run_id)
+        run = engine.decide(run_id, approved, reviewer, note, event=event, drive=not no_drive)
+        finish(store, run, as_json)
 
 
-@app.command("approve")
+@app.command("approve", epilog=exits.HELP)
 def approve_cmd(
     run_id: str = typer.Argument(..., help="the paused run"),
     reviewer: str = typer.Option(..., "--reviewer", help="who approves"),
@@ -161,7 +234,7 @@ def approve_cmd(
     _decide(run_id, True, reviewer, note, db, as_json, event, no_drive)
 
 
-@app.command("deny")
+@app.command("deny", epilog=exits.HELP)
 def deny_cmd(
     run_id: str = typer.Argument(..., help="the paused run"),
     reviewer: str = typer.Option(..., "--reviewer", help="who denies"),
@@ -180,9 +253,20 @@ def deny_cmd(
 @app.command("sweep")
 def sweep_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     """Apply expired approvals (the workflow's expiry event, e.g. expired → handed_over)."""
+    with store_for(db) as store:
+        touched = _sweep(store)
+    if as_json:
+        print_json(touched)
+        return
+    if not touched:
+        console.print("no expired approvals")
+    for t in touched:
+        console.print(f"expired  {t['run_id']} → {t['state']} ({t['status']})", markup=False)
+
+
+def _sweep(store: Store) -> list[dict[str, Any]]:
     from fsm.runtime.engine import Engine
 
-    store = store_for(db)
     touched: list[dict[str, Any]] = []
     by_workflow: dict[str, RunState] = {}
     for a in store.approvals(pending_only=True):
@@ -196,10 +280,4 @@ def sweep_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
             touched.append({"run_id": run_id, "status": after.status, "state": after.state})
         for run_id, why in skipped:
             err_console.print(f"skipped {run_id}: {why}", markup=False)
-    if as_json:
-        print_json(touched)
-        return
-    if not touched:
-        console.print("no expired approvals")
-    for t in touched:
-        console.print(f"expired  {t['run_id']} → {t['state']} ({t['status']})", markup=False)
+    return touched

@@ -33,6 +33,7 @@ from fsm.records import (
     new_id,
 )
 from fsm.runtime import review
+from fsm.runtime.budgets import raised_budgets
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.context import Clock, StepContext, Transcripts
 from fsm.runtime.step import Step
@@ -161,16 +162,17 @@ class Engine:
                 raise review.expired_error(run_id, approval, run)
             return self._drive(run) if drive and run.status == "running" else run
 
-    def raise_budgets(self, run_id: str, budgets: Budgets, by: str) -> RunState:
-        """Give a run new budgets (an operator's decision, logged with who made it)."""
+    def raise_budgets(self, run_id: str, limits: dict[str, Any], by: str) -> RunState:
+        """Raise budgets of a run (an operator's decision, logged as a ``budget`` event with
+        ``by``); a run stopped as ``budget_exhausted`` runs again if none is spent now.
+
+        ``limits`` maps :class:`Budgets` fields to new limits, each above what was used.
+        """
         with self._lease(run_id):
             run = self._load(run_id)
-            if run.status not in ("budget_exhausted", "running", "model_unavailable"):
-                raise InvalidRunState(
-                    f"run {run_id!r} is {run.status}; only a running or budget-exhausted "
-                    "run gets new budgets", run_id=run_id, state=run.state)
+            budgets, changes = raised_budgets(run, limits, by)
             s = Step(self._ctx, run, step=run.step)
-            s.raise_budgets(budgets, by)
+            s.raise_budgets(budgets, by, changes)
             return s.save()
 
     def sweep(self, skipped: list[tuple[str, str]] | None = None) -> list[str]:
@@ -245,7 +247,8 @@ class Engine:
         try:
             raw = self.policy(view)
         except PolicyUnavailable as exc:
-            s.spend(exc.usage, policy_call=True)
+            # The model never answered: what the attempts cost counts, the step does not.
+            s.spend(exc.usage, policy_call=True, uses_step=False)
             s.stop("model_unavailable", f"model unavailable: {exc}")
             return None
         except Exception as exc:  # a bug in the policy, not model output

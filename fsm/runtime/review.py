@@ -7,7 +7,6 @@ functions here read and judge; :meth:`fsm.runtime.step.Step.apply_ruling` writes
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 
 from fsm.errors import (
@@ -17,6 +16,7 @@ from fsm.errors import (
     ApprovalStale,
     NothingPending,
 )
+from fsm.names import name_problem, same_person
 from fsm.records import (
     Approval,
     CallAwaitingApproval,
@@ -43,12 +43,6 @@ class Ruling:
     #: What the model (or the transcript) is told.
     message: str
 
-
-def same_person(a: str, b: str) -> bool:
-    def norm(name: str) -> str:
-        return unicodedata.normalize("NFKC", name).strip().casefold()
-
-    return norm(a) == norm(b)
 
 
 def pending_approval(store: Store, run: RunState) -> Approval:
@@ -90,6 +84,10 @@ def review(spec: WorkflowSpec, run: RunState, approval: Approval, *, approved: b
     if not reviewer:
         raise ApprovalRefused(f"run {run.run_id!r}: a decision needs a reviewer name",
                               run_id=run.run_id, state=run.state)
+    problem = name_problem(reviewer)
+    if problem is not None:
+        raise ApprovalRefused(f"run {run.run_id!r}: {problem}", run_id=run.run_id,
+                              state=run.state)
     if run.user and same_person(reviewer, run.user):
         raise ApprovalRefused(
             f"run {run.run_id!r}: {reviewer!r} started this run and cannot decide on it; "

@@ -23,6 +23,7 @@ from fsm.records import (
     Approval,
     ApprovalDecision,
     ApprovedCall,
+    Budgets,
     CallAwaitingApproval,
     Compaction,
     Effect,
@@ -33,6 +34,7 @@ from fsm.records import (
     Status,
     StepCommit,
     ViewRecord,
+    covered_rows,
     fingerprint,
 )
 from fsm.runtime import gate
@@ -70,10 +72,12 @@ class Step:
         """The idempotency key of a write made in this step."""
         return f"{self.run.run_id}:{self.step}"
 
-    def spend(self, usage: Usage, *, policy_call: bool) -> None:
+    def spend(self, usage: Usage, *, policy_call: bool, uses_step: bool = True) -> None:
+        """Add ``usage`` to the run; a policy call counts a step unless the model never
+        answered (``uses_step=False``)."""
         used = self.run.used
         self._set(used=used.model_copy(update={
-            "steps": used.steps + (1 if policy_call else 0),
+            "steps": used.steps + (1 if policy_call and uses_step else 0),
             "input_tokens": used.input_tokens + usage.input_tokens,
             "output_tokens": used.output_tokens + usage.output_tokens,
             "cost_micros": used.cost_micros + usage.cost_micros,
@@ -83,7 +87,8 @@ class Step:
                        tokens=usage.input_tokens + usage.output_tokens,
                        detail={"input_tokens": usage.input_tokens,
                                "output_tokens": usage.output_tokens, "calls": usage.calls,
-                               **usage.notes()})
+                               **usage.notes(),
+                               **({} if uses_step else {"step_used": False})})
 
     def stop(self, status: Status, reason: str | None) -> None:
         self._set(status=status, reason=reason)
@@ -94,9 +99,13 @@ class Step:
         self._set(status="running", reason=None)
         self.event(kind, detail=detail)
 
-    def raise_budgets(self, budgets: Any, by: str) -> None:
-        self._set(budgets=budgets, status="running", reason=None)
-        self.event("budget", reviewer=by, detail={"budgets": budgets.model_dump(mode="json")})
+    def raise_budgets(self, budgets: Budgets, by: str, changes: dict[str, list[Any]]) -> None:
+        """New budgets from an operator; a run they stopped runs again if none is spent."""
+        exhausted = self.run.status == "budget_exhausted"
+        self._set(budgets=budgets)
+        self.event("budget", reviewer=by, detail={"by": by, "changes": changes})
+        if exhausted and self.run.used.exhausted(budgets) is None:
+            self._set(status="running", reason=None)
 
     def message(self, msg: dict[str, Any]) -> None:
         self.messages.append(msg)
@@ -393,14 +402,21 @@ class Step:
         elapsed = 0.0 if initial else time.monotonic() - self.started
         used = self.run.used.model_copy(
             update={"active_seconds": self.run.used.active_seconds + elapsed})
+        first_message = self.run.message_count
         self._set(step=max(self.run.step, self.step), used=used, updated_at=self.ctx.clock(),
-                  message_count=self.run.message_count + len(self.messages))
-        return StepCommit(
+                  message_count=first_message + len(self.messages))
+        commit = StepCommit(
             run=self.run, expected_version=self.expected_version, messages=self.messages,
             view=self.view, events=self.events, effects_done=self.effects_done,
             new_approval=self.new_approval, decision=self.decision, artifacts=self.artifacts,
             owner=self.ctx.owner,
         )
+        if commit.events:
+            # The last event of the commit covers every other row it writes.
+            last = commit.events[-1]
+            rows = covered_rows(commit, first_message)
+            commit.events[-1] = last.model_copy(update={"detail": {**last.detail, "rows": rows}})
+        return commit
 
     def save(self) -> RunState:
         transcripts = self.ctx.transcripts

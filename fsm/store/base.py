@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from fsm.errors import StoreError
 from fsm.records import Approval, Effect, Event, RunState, StepCommit, ViewRecord
@@ -52,7 +52,11 @@ class Store(ABC):
         """The run row; raises :class:`~fsm.errors.RunNotFound`."""
 
     @abstractmethod
-    def list_runs(self, status: str | None = None) -> list[RunState]: ...
+    def list_runs(self, status: str | None = None, *, workflow: str | None = None,
+                  limit: int | None = None, offset: int = 0,
+                  newest_first: bool = False) -> list[RunState]:
+        """Runs, oldest first (``newest_first``: newest first), filtered by status and
+        workflow; ``offset`` and ``limit`` page through them in the database."""
 
     @abstractmethod
     def commit(self, commit: StepCommit) -> RunState:
@@ -229,3 +233,8 @@ class Store(ABC):
 
     def _no_people(self) -> Exception:
         return StoreError(f"{type(self).__name__} keeps no accounts or notifications")
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -53,12 +53,18 @@ class MemoryStore(Store):
             except KeyError:
                 raise RunNotFound(run_id) from None
 
-    def list_runs(self, status: str | None = None) -> list[RunState]:
+    def list_runs(self, status: str | None = None, *, workflow: str | None = None,
+                  limit: int | None = None, offset: int = 0,
+                  newest_first: bool = False) -> list[RunState]:
         with self._lock:
-            return [
-                r.model_copy(deep=True) for r in self._runs.values()
-                if status is None or r.status == status
-            ]
+            runs = sorted(
+                (r for r in self._runs.values()
+                 if (status is None or r.status == status)
+                 and (workflow is None or r.workflow == workflow)),
+                key=lambda r: (r.created_at, r.run_id), reverse=newest_first,
+            )
+            end = None if limit is None else offset + limit
+            return [r.model_copy(deep=True) for r in runs[offset:end]]
 
     def commit(self, commit: StepCommit) -> RunState:
         return self._commit(commit, fence=True)

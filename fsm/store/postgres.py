@@ -178,12 +178,24 @@ class PostgresStore(Store):
             raise RunNotFound(run_id)
         return _run(rows[0])
 
-    def list_runs(self, status: str | None = None) -> list[RunState]:
-        sql = "SELECT snapshot, version FROM runs"
-        args: tuple[Any, ...] = ()
+    def list_runs(self, status: str | None = None, *, workflow: str | None = None,
+                  limit: int | None = None, offset: int = 0,
+                  newest_first: bool = False) -> list[RunState]:
+        where: list[str] = []
+        args: list[Any] = []
         if status is not None:
-            sql, args = sql + " WHERE status = %s", (status,)
-        return [_run(r) for r in self._read(sql + " ORDER BY created_at, run_id", args)]
+            where.append("status = %s")
+            args.append(status)
+        if workflow is not None:
+            where.append("workflow = %s")
+            args.append(workflow)
+        sql = "SELECT snapshot, version FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        order = "DESC" if newest_first else "ASC"
+        sql += f" ORDER BY created_at {order}, run_id {order} LIMIT %s OFFSET %s"
+        args += [limit, offset]  # LIMIT NULL is no limit
+        return [_run(r) for r in self._read(sql, tuple(args))]
 
     def commit(self, commit: StepCommit) -> RunState:
         with self._tx() as conn:

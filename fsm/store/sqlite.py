@@ -10,8 +10,10 @@ appending its own rows.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -60,44 +62,68 @@ class SQLiteStore(Store):
     """A durable store in one SQLite file."""
 
     def __init__(self, path: str, *, synchronous: str = "FULL",
-                 busy_timeout_ms: int = 10_000) -> None:
+                 busy_timeout_ms: int = 10_000, readonly: bool = False) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = path
         self.location = path
+        self.readonly = readonly
         self._lock = threading.RLock()
+        if readonly:
+            self._db = _open_readonly(path, busy_timeout_ms)
+            return
         try:
             self._db = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None,
                                        check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open database {path!r}: {exc}") from None
+        try:
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._migrate()
         except sqlite3.Error as exc:
+            self._db.close()
             raise StoreError(f"cannot open database {path!r}: {exc}") from None
+        except BaseException:
+            self._db.close()
+            raise
 
     # -- plumbing -------------------------------------------------------------------
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
+            if self.readonly:
+                raise StoreError(f"database {self.path!r} was opened read-only")
             try:
                 self._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise StoreError(f"database {self.path!r}: {exc}") from None
             try:
                 yield self._db
-            except sqlite3.Error as exc:
-                self._db.execute("ROLLBACK")
-                raise StoreError(f"database {self.path!r}: {exc}") from None
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            try:
                 self._db.execute("COMMIT")
             except sqlite3.Error as exc:
+                self._rollback()
+                raise StoreError(f"database {self.path!r}: {_what(exc)}; nothing of this "
+                                 "write was saved") from None
+            except (OverflowError, ValueError) as exc:
+                # A value SQLite cannot hold (an integer beyond 64 bits, a NUL in text).
+                self._rollback()
+                raise StoreError(f"database {self.path!r}: a value cannot be stored "
+                                 f"({exc}); nothing of this write was saved") from None
+            except BaseException:
+                self._rollback()
+                raise
+
+    def _rollback(self) -> None:
+        """Roll back what is still open: SQLite itself ends a transaction a full disk or
+        an I/O error broke, and a second ROLLBACK would fail."""
+        if self._db.in_transaction:
+            try:
                 self._db.execute("ROLLBACK")
-                raise StoreError(f"database {self.path!r}: commit failed: {exc}") from None
+            except sqlite3.Error:
+                pass
 
     def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
@@ -106,7 +132,19 @@ class SQLiteStore(Store):
                 cur.row_factory = sqlite3.Row  # type: ignore[assignment]
                 return cur.fetchall()
             except sqlite3.Error as exc:
-                raise StoreError(f"database {self.path!r}: {exc}") from None
+                raise StoreError(f"database {self.path!r}: {_what(exc)}") from None
+            except OverflowError:
+                raise StoreError(f"database {self.path!r}: a number in the query is too large "
+                                 f"(at most {2**63 - 1})") from None
+
+    def _damaged(self, table: str, run_id: str | None, exc: Exception) -> StoreError:
+        whose = f"run {run_id!r}" if run_id is not None else "a run"
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return StoreError(
+            f"database {self.path!r}: a row of {whose} in table {table!r} is damaged and "
+            f"cannot be read ({type(exc).__name__}: {first}); restore the database from a "
+            "backup, or inspect it with fsm audit"
+        )
 
     def _migrate(self) -> None:
         current = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -151,22 +189,34 @@ class SQLiteStore(Store):
         rows = self._read("SELECT snapshot, version FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
             raise RunNotFound(run_id)
-        data = json.loads(rows[0]["snapshot"])
-        data["version"] = rows[0]["version"]
-        return RunState.model_validate(data)
+        return self._run(rows[0], run_id)
 
-    def list_runs(self, status: str | None = None) -> list[RunState]:
-        sql = "SELECT snapshot, version FROM runs"
-        args: tuple[Any, ...] = ()
-        if status is not None:
-            sql += " WHERE status = ?"
-            args = (status,)
-        out = []
-        for row in self._read(sql + " ORDER BY created_at, run_id", args):
+    def _run(self, row: sqlite3.Row, run_id: str | None) -> RunState:
+        try:
             data = json.loads(row["snapshot"])
             data["version"] = row["version"]
-            out.append(RunState.model_validate(data))
-        return out
+            return RunState.model_validate(data)
+        except (ValueError, TypeError) as exc:  # JSONDecodeError and ValidationError too
+            raise self._damaged("runs", run_id, exc) from None
+
+    def list_runs(self, status: str | None = None, *, workflow: str | None = None,
+                  limit: int | None = None, offset: int = 0,
+                  newest_first: bool = False) -> list[RunState]:
+        where: list[str] = []
+        args: list[Any] = []
+        if status is not None:
+            where.append("status = ?")
+            args.append(status)
+        if workflow is not None:
+            where.append("workflow = ?")
+            args.append(workflow)
+        sql = "SELECT run_id, snapshot, version FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        order = "DESC" if newest_first else "ASC"
+        sql += f" ORDER BY created_at {order}, run_id {order} LIMIT ? OFFSET ?"
+        args += [-1 if limit is None else limit, offset]
+        return [self._run(row, row["run_id"]) for row in self._read(sql, tuple(args))]
 
     def commit(self, commit: StepCommit) -> RunState:
         with self._tx() as db:
@@ -268,10 +318,15 @@ class SQLiteStore(Store):
                 )
                 bodies = [body for (body,) in cur]
             except sqlite3.Error as exc:
-                raise StoreError(f"database {self.path!r}: {exc}") from None
+                raise StoreError(f"database {self.path!r}: {_what(exc)}") from None
+            except OverflowError:
+                raise StoreError(f"database {self.path!r}: message index out of range") from None
         # One parse of the whole range: resuming a long run reads every message, and a
         # json.loads per message costs twice as much.
-        loaded: list[dict[str, Any]] = json.loads("[" + ",".join(bodies) + "]")
+        try:
+            loaded: list[dict[str, Any]] = json.loads("[" + ",".join(bodies) + "]")
+        except ValueError as exc:
+            raise self._damaged("messages", run_id, exc) from None
         return loaded
 
     def view_record(self, run_id: str, step: int | None = None) -> ViewRecord | None:
@@ -282,7 +337,12 @@ class SQLiteStore(Store):
         else:
             rows = self._read("SELECT body FROM views WHERE run_id = ? AND step = ?",
                               (run_id, step))
-        return ViewRecord.model_validate_json(rows[0]["body"]) if rows else None
+        if not rows:
+            return None
+        try:
+            return ViewRecord.model_validate_json(rows[0]["body"])
+        except ValueError as exc:
+            raise self._damaged("views", run_id, exc) from None
 
     def events(self, run_id: str) -> list[Event]:
         self._exists(run_id)
@@ -292,8 +352,11 @@ class SQLiteStore(Store):
         out = []
         for r in rows:
             d = dict(r)
-            d["detail"] = json.loads(d["detail"] or "{}")
-            out.append(Event.model_validate(d))
+            try:
+                d["detail"] = json.loads(d["detail"] or "{}")
+                out.append(Event.model_validate(d))
+            except (ValueError, TypeError) as exc:
+                raise self._damaged("events", run_id, exc) from None
         return out
 
     def claim_effect(self, effect: Effect, *, owner: str | None = None,
@@ -326,11 +389,20 @@ class SQLiteStore(Store):
 
     def effect(self, key: str) -> Effect | None:
         rows = self._read("SELECT * FROM effects WHERE key = ?", (key,))
-        return _effect(rows[0]) if rows else None
+        return self._effect(rows[0]) if rows else None
 
     def effects(self, run_id: str) -> list[Effect]:
         rows = self._read("SELECT * FROM effects WHERE run_id = ? ORDER BY key", (run_id,))
-        return [_effect(r) for r in rows]
+        return [self._effect(r) for r in rows]
+
+    def _effect(self, row: sqlite3.Row) -> Effect:
+        d = dict(row)
+        try:
+            d["args"] = json.loads(d["args"])
+            d["result"] = json.loads(d["result"]) if d["result"] is not None else None
+            return Effect.model_validate(d)
+        except (ValueError, TypeError) as exc:
+            raise self._damaged("effects", d.get("run_id"), exc) from None
 
     def approvals(self, run_id: str | None = None, *, pending_only: bool = True) -> list[Approval]:
         sql = f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals WHERE 1 = 1"
@@ -343,8 +415,11 @@ class SQLiteStore(Store):
         out = []
         for r in self._read(sql + " ORDER BY requested_at, approval_id", tuple(args)):
             d = dict(r)
-            d["args"] = json.loads(d["args"])
-            out.append(Approval.model_validate(d))
+            try:
+                d["args"] = json.loads(d["args"])
+                out.append(Approval.model_validate(d))
+            except (ValueError, TypeError) as exc:
+                raise self._damaged("approvals", d.get("run_id"), exc) from None
         return out
 
     def artifact(self, sha256: str) -> str | None:
@@ -585,3 +660,65 @@ def _effect(row: sqlite3.Row) -> Effect:
 def _held(owner: str | None, until: float | None, now: float) -> bool:
     """Someone else's live lease: not expired, and not of a process gone from this host."""
     return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)
+
+def _what(exc: sqlite3.Error) -> str:
+    """SQLite's message, with what to do about the common ones."""
+    text = str(exc)
+    code = getattr(exc, "sqlite_errorname", "")
+    if code == "SQLITE_FULL" or "database or disk is full" in text:
+        return f"{text} (free some disk space, then resume the run)"
+    if code.startswith("SQLITE_IOERR"):
+        return f"{text} (is the disk full or failing?)"
+    if code.startswith("SQLITE_READONLY") or "readonly database" in text:
+        return f"{text} (the file or its folder cannot be written)"
+    return text
+
+
+def _uri(path: str, **params: str) -> str:
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"file:{urllib.parse.quote(os.path.abspath(path))}?{query}"
+
+
+def _open_readonly(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
+    """Open an existing fsm database for reading only: nothing in the file changes.
+
+    A folder that cannot be written has no room for SQLite's shared-memory file; no
+    writer can be working there either, so the file is then read as immutable.
+    """
+    if not os.path.isfile(path):
+        raise StoreError(f"no database at {path!r} (give --db FILE or set FSM_DB)")
+    db = None
+    try:
+        try:
+            db = sqlite3.connect(_uri(path, mode="ro"), uri=True, check_same_thread=False,
+                                 timeout=busy_timeout_ms / 1000, isolation_level=None)
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.OperationalError:
+            if db is not None:
+                db.close()
+            db = sqlite3.connect(_uri(path, mode="ro", immutable="1"), uri=True,
+                                 check_same_thread=False, isolation_level=None)
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as exc:
+        if db is not None:
+            db.close()
+        raise StoreError(f"cannot read database {path!r}: {_what(exc)}") from None
+    problem = _not_ours(path, version, tables)
+    if problem is not None:
+        db.close()
+        raise StoreError(problem)
+    return db
+
+
+def _not_ours(path: str, version: int, tables: set[str]) -> str | None:
+    if version == 0 or "runs" not in tables or "events" not in tables:
+        return (f"{path!r} is not an fsm database (it has no fsm tables); "
+                "give the --db file your runs are in")
+    if version > len(MIGRATIONS):
+        return (f"database {path!r} has schema version {version}, newer than this fsm "
+                f"understands ({len(MIGRATIONS)}); upgrade fsm to read it")
+    if version < len(MIGRATIONS):
+        return (f"database {path!r} has the older schema version {version} (this fsm uses "
+                f"{len(MIGRATIONS)}); a command that writes, e.g. fsm sweep, upgrades it")
+    return None

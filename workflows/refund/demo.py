@@ -8,6 +8,8 @@ import subprocess
 import sys
 import tempfile
 
+from fsm.cli import exits
+
 CASES = [
     ("small refund, paid without approval", "asha", "r-small",
      "Order A-1001: the kettle arrived broken, please refund it"),
@@ -26,7 +28,8 @@ def _fsm(db: str, *args: str, env: dict[str, str] | None = None, check: bool = T
     print(f"\n$ {prefix + ' ' if prefix else ''}fsm {shown}", flush=True)
     full_env = {**os.environ, **(env or {}), "FSM_DB": db}
     proc = subprocess.run([sys.executable, "-m", "fsm", *args, "--db", db], env=full_env)
-    if check and proc.returncode != 0:
+    # A run that stops handed over or failed exits with its status code; that is no error.
+    if check and proc.returncode in (exits.ERROR, exits.USAGE):
         raise SystemExit(f"demo: 'fsm {shown}' failed with exit status {proc.returncode}")
     return proc.returncode
 
@@ -64,7 +67,8 @@ def run_demo(db: str | None = None) -> int:
     _ledger(db)
     from workflows.refund.shop import Shop
 
-    calls = [c for c in Shop(db).calls("refund") if c["idempotency_key"] == "r-crash:6"]
+    with Shop(db) as shop:
+        calls = [c for c in shop.calls("refund") if c["idempotency_key"] == "r-crash:6"]
     print(f"\nThe gateway was called {len(calls)} times with key r-crash:6 (once before the "
           "crash, once by the resumed step) and paid once: it ignores a key it has seen.")
     _title("the audit trail of the large refund")

@@ -55,10 +55,14 @@ class Shop:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(path, timeout=30, isolation_level=None,
                                    check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        if path != ":memory:":
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        try:
+            self._db.row_factory = sqlite3.Row
+            if path != ":memory:":
+                self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.executescript(_SCHEMA)
+        except BaseException:
+            self._db.close()
+            raise
 
     def seed_demo(self) -> Shop:
         now = self.clock()
@@ -82,6 +86,12 @@ class Shop:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def __enter__(self) -> Shop:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _tx(self) -> _Tx:
         return _Tx(self)
@@ -221,6 +231,12 @@ class PostgresShop:
 
     def close(self) -> None:
         self._pool.close()
+
+    def __enter__(self) -> PostgresShop:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def order(self, order_id: str) -> dict[str, Any] | None:
         rows = self._rows("SELECT * FROM shop_orders WHERE order_id = %s", (order_id,))

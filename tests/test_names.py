@@ -1,0 +1,69 @@
+"""People's names: look-alike names are one person, and reviewers write in one script."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fsm.names import name_problem, same_person, skeleton
+from workflows.refund.shop import Shop
+
+
+@pytest.mark.parametrize("a, b, same", [
+    pytest.param("ravi", "ravi", True, id="equal"),
+    pytest.param("ravi", "Ravi", True, id="case"),
+    pytest.param("ravi", "ｒａｖｉ", True, id="width"),
+    pytest.param("ravi", "r\u0430vi", True, id="cyrillic-a"),
+    pytest.param("ravi", "rav\u0131", True, id="dotless-i"),
+    pytest.param("rn", "m", True, id="rn-looks-like-m"),
+    pytest.param("R0B", "rob", True, id="zero-and-O"),
+    pytest.param("paul", "pau1", True, id="digit-one-and-l"),
+    pytest.param(" asha ", "asha", True, id="spaces"),
+    pytest.param("ravi", "raví", False, id="accent"),
+    pytest.param("ravi", "priya", False, id="other-person"),
+])
+def test_same_person_compares_confusable_skeletons(a: str, b: str, same: bool) -> None:
+    assert same_person(a, b) is same
+    assert (skeleton(a) == skeleton(b)) is same
+
+
+@pytest.mark.parametrize("name, problem", [
+    pytest.param("priya", None, id="latin"),
+    pytest.param("Анна", None, id="cyrillic"),
+    pytest.param("प्रिया", None, id="devanagari"),
+    pytest.param("Priya S.", None, id="with-punctuation"),
+    pytest.param("r\u0430vi", "mixes letters of 2 scripts (CYRILLIC, LATIN)", id="mixed"),
+    pytest.param("  ", "must not be empty", id="blank"),
+])
+def test_reviewer_names_in_one_script(name: str, problem: str | None) -> None:
+    found = name_problem(name)
+    assert found is None if problem is None else (found is not None and problem in found)
+
+
+def fsm(db: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FSM_", "OPENAI_"))}
+    return subprocess.run([sys.executable, "-m", "fsm", *args, "--db", str(db)],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+def test_a_look_alike_name_cannot_approve_its_own_refund(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    fsm(db, "run", "refund", "Order A-1002: headphones dead", "--user", "ravi", "--run-id", "big")
+    mixed = fsm(db, "approve", "big", "--reviewer", "r\u0430vi")
+    assert mixed.returncode == 1
+    assert mixed.stderr == ("error: run 'big': reviewer name 'r\u0430vi' mixes letters of 2 "
+                            "scripts (CYRILLIC, LATIN); write it in one script\n")
+    for alias in ("rav\u0131", "ＲＡＶＩ"):
+        refused = fsm(db, "approve", "big", "--reviewer", alias)
+        assert refused.returncode == 1 and "cannot decide on it" in refused.stderr, alias
+    with Shop(str(db)) as shop:
+        assert shop.ledger() == []
+    approved = fsm(db, "approve", "big", "--reviewer", "priya", "--json")
+    assert approved.returncode == 0 and json.loads(approved.stdout)["status"] == "done"
+    with Shop(str(db)) as shop:
+        assert [r["amount_paise"] for r in shop.ledger()] == [180_000]
