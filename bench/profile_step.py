@@ -34,7 +34,7 @@ class FreshShop:
     def __init__(self) -> None:
         self.shop = Shop().seed_demo()
 
-    def get(self) -> Shop:
+    def get(self, ctx: object = None) -> Shop:
         return self.shop
 
     def renew(self) -> None:

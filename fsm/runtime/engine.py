@@ -64,7 +64,7 @@ class Engine:
         self.compactor = compactor
         self.owner = new_owner()
         self._transcripts = Transcripts(store)
-        self._schemas = Schemas(spec)
+        self._schemas = Schemas.of(spec)
         #: The workflow's resources, opened from the store's location on first use (or
         #: shared, when given: a worker keeps one set for all the runs it drives).
         self._own_resources = resources is None
@@ -328,35 +328,74 @@ def usable(raw: Any) -> Action:
 # expires; its next commit or effect claim is refused by the store (``LeaseLost``),
 # because both carry ``Engine.owner`` and are checked in the same transaction.
 
+class _Heartbeats:
+    """One thread per process renews every lease the process holds, each every third of
+    its lifetime: a thread per lease would cost every run a thread start."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        #: token → (engine, run id, lease seconds, next beat on the monotonic clock)
+        self._held: dict[int, tuple[Engine, str, float, float]] = {}
+        self._thread: threading.Thread | None = None
+        self._tokens = 0
+
+    def hold(self, engine: Engine, run_id: str, ttl: float) -> int:
+        with self._lock:
+            self._tokens += 1
+            token = self._tokens
+            self._held[token] = (engine, run_id, ttl, time.monotonic() + ttl / 3)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="fsm-heartbeat")
+                self._thread.start()
+        self._wake.set()
+        return token
+
+    def drop(self, token: int) -> None:
+        with self._lock:
+            self._held.pop(token, None)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.clear()
+            now = time.monotonic()
+            with self._lock:
+                due = [(t, h) for t, h in self._held.items() if h[3] <= now]
+                for t, (e, run_id, ttl, _) in due:
+                    self._held[t] = (e, run_id, ttl, now + ttl / 3)
+                nxt = min((h[3] for h in self._held.values()), default=now + 60.0)
+            for t, (e, run_id, ttl, _) in due:
+                self._beat(t, e, run_id, ttl)
+            self._wake.wait(max(nxt - time.monotonic(), 0.01))
+
+    def _beat(self, token: int, engine: Engine, run_id: str, ttl: float) -> None:
+        try:
+            if not engine.store.renew(run_id, engine.owner, engine.clock(), ttl):
+                self.drop(token)  # lost: the fence refuses this process's next write
+        except FSMError:
+            pass  # the database is unreachable: try again on the next beat
+
+
+_HEARTBEATS = _Heartbeats()
+
+
 class _Lease:
     def __init__(self, engine: Engine, run_id: str, force: bool = False) -> None:
         self.engine = engine
         self.run_id = run_id
         self.force = force
-        self._stop = threading.Event()
-        self._beat: threading.Thread | None = None
+        self._token: int | None = None
 
     def __enter__(self) -> str | None:
         e, ttl = self.engine, self.engine.lease_seconds
         previous = e.store.acquire(self.run_id, e.owner, e.clock(), force=self.force, ttl=ttl)
-        self._beat = threading.Thread(target=self._heartbeat, args=(ttl,), daemon=True,
-                                      name=f"fsm-lease-{self.run_id}")
-        self._beat.start()
+        self._token = _HEARTBEATS.hold(e, self.run_id, ttl)
         return previous
 
-    def _heartbeat(self, ttl: float) -> None:
-        e = self.engine
-        while not self._stop.wait(ttl / 3):
-            try:
-                if not e.store.renew(self.run_id, e.owner, e.clock(), ttl):
-                    return  # lost: the fence refuses this process's next write
-            except FSMError:
-                continue  # the database is unreachable: try again on the next beat
-
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._beat is not None:
-            self._beat.join()
+        if self._token is not None:
+            _HEARTBEATS.drop(self._token)
         try:
             self.engine.store.release(self.run_id, self.engine.owner)
         except FSMError:

@@ -49,6 +49,15 @@ class Schemas:
         self.spec = spec
         self._cache: dict[tuple[tuple[str, ...], tuple[str, ...]], list[dict[str, Any]]] = {}
 
+    @classmethod
+    def of(cls, spec: WorkflowSpec) -> Schemas:
+        """The schemas of ``spec``, kept with the spec: every engine on it shares them (a
+        worker makes an engine per run; building them again would cost each run)."""
+        found = spec.cache.get(cls)
+        if found is None:
+            found = spec.cache[cls] = cls(spec)
+        return found  # type: ignore[no-any-return]
+
     def offered(self, tools: list[str], events: list[str]) -> list[dict[str, Any]]:
         """The schemas of ``tools`` plus ``advance`` for ``events``; treat as read-only."""
         key = (tuple(tools), tuple(events))
@@ -89,5 +98,5 @@ def view_at(spec: WorkflowSpec, store: Store, run_id: str, step: int | None = No
     record = store.view_record(run_id, step)
     if record is None:
         return None
-    return render(spec, Schemas(spec), run_id, record,
+    return render(spec, Schemas.of(spec), run_id, record,
                   store.messages(run_id, 0, record.message_count))
