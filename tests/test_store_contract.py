@@ -30,6 +30,7 @@ from fsm import (
     RunState,
     SQLiteStore,
     Store,
+    StoreError,
     ViewRecord,
 )
 from fsm.records import GENESIS, ApprovalDecision, Compaction, StepCommit, fingerprint, verify_chain
@@ -527,3 +528,48 @@ def test_nul_characters_and_unicode_read_back_exactly(store: Store) -> None:
     e = store.effect("r1:1")
     assert e is not None and e.args == {"text": odd} and e.result == {"echo": odd}
     assert store.approvals("r1")[0].args == {"text": odd}
+
+# -- what the approval inbox keeps beside the runs ----------------------------------------
+
+def test_accounts_are_added_once_changed_and_listed(store: Store) -> None:
+    from fsm.store.people import Account
+
+    a = Account(name="priya", role="approver", password_hash="h1", limit=500_000,
+                created_at=1.0, updated_at=1.0)
+    store.add_account(a)
+    with pytest.raises(StoreError, match="already exists"):
+        store.add_account(a)
+    store.save_account(a.model_copy(update={"disabled": True, "password_hash": "h2",
+                                            "updated_at": 2.0}))
+    got = store.account("priya")
+    assert got is not None and (got.disabled, got.password_hash, got.limit) == (True, "h2",
+                                                                               500_000)
+    assert store.account("nobody") is None
+    with pytest.raises(StoreError, match="no account"):
+        store.save_account(a.model_copy(update={"name": "nobody"}))
+    store.add_account(Account(name="ana", role="auditor", password_hash="h"))
+    assert [x.name for x in store.accounts()] == ["ana", "priya"]
+
+
+def test_a_pause_and_an_expiry_write_their_notifications_in_the_same_commit(
+        store: Store) -> None:
+    from fsm.store.people import Refusal
+
+    run = created(store)
+    run = store.commit(step_commit(run, 1, new_approval=approval(run, "a1")))
+    (waiting,) = store.notifications(approval_ids=["a1"])
+    assert (waiting.key, waiting.kind, waiting.status) == ("a1:waiting", "waiting", "pending")
+    assert [n.key for n in store.due_notifications(now=10_000.0)] == ["a1:waiting"]
+    store.save_notification(waiting.model_copy(update={"status": "delivered", "attempts": 1,
+                                                        "delivered_at": 1002.0}))
+    assert store.due_notifications(now=10_000.0) == []
+    store.commit(step_commit(run, 2, decision=decision_of("expired", None, None, 5001.0)))
+    assert [(n.key, n.status) for n in store.notifications(run_id="r1")] == [
+        ("a1:waiting", "delivered"), ("a1:expired", "pending")]
+    assert store.notifications(approval_ids=[]) == []
+    store.add_refusal(Refusal(run_id="r1", approval_id="a1", account="omar", action="approve",
+                              code="stale", reason="the run moved on", at=1003.0,
+                              remote="127.0.0.1"))
+    (refused,) = store.refusals("r1")
+    assert (refused.account, refused.code, refused.remote) == ("omar", "stale", "127.0.0.1")
+    assert store.approval("a1") is not None and store.approval("zz") is None

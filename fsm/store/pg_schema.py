@@ -122,4 +122,45 @@ MIGRATIONS: list[str] = [
         WHEN (NEW.status = 'running' AND NEW.lease_owner IS NULL)
         EXECUTE FUNCTION fsm_notify_runnable();
     """,
+    # 3: the approval inbox: accounts, refused decision attempts, the notification outbox.
+    """
+    CREATE TABLE accounts (
+        name TEXT PRIMARY KEY,
+        role TEXT NOT NULL CHECK (role IN ('approver', 'auditor')),
+        password_hash TEXT NOT NULL,
+        release_limit BIGINT,
+        disabled BOOLEAN NOT NULL DEFAULT FALSE,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE web_refusals (
+        refusal_id BIGSERIAL PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        approval_id TEXT,
+        account TEXT,
+        action TEXT NOT NULL,
+        code TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        remote TEXT NOT NULL DEFAULT ''
+    );
+    CREATE INDEX web_refusals_run ON web_refusals (run_id, refusal_id);
+    CREATE TABLE notifications (
+        key TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        approval_id TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('waiting', 'expired')),
+        created_at DOUBLE PRECISION NOT NULL,
+        status TEXT NOT NULL DEFAULT 'pending'
+            CHECK (status IN ('pending', 'delivered', 'failed', 'unsent')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at DOUBLE PRECISION NOT NULL DEFAULT 0,
+        last_error TEXT,
+        delivered_at DOUBLE PRECISION
+    );
+    CREATE INDEX notifications_due ON notifications (status, next_attempt_at);
+    CREATE INDEX notifications_approval ON notifications (approval_id);
+    CREATE INDEX notifications_run ON notifications (run_id);
+    CREATE INDEX approvals_waiting ON approvals (decision, requested_at, approval_id, run_id)
+    """,
 ]

@@ -43,6 +43,7 @@ from fsm.records import (
 )
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import expiry, lease_expired, lease_is_free, this_host_prefix
+from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 
 _EVENT_COLS = (
@@ -252,6 +253,14 @@ class PostgresStore(Store):
         for sha, content in c.artifacts.items():
             cur.execute("INSERT INTO artifacts (sha256, content, size) VALUES (%s, %s, %s) "
                         "ON CONFLICT DO NOTHING", (sha, content, len(content)))
+        # The outbox: someone is told the run waits (or stopped waiting), written with it.
+        new_id = c.new_approval.approval_id if c.new_approval is not None else None
+        for aid, kind in outbox_rows(new_id, c.decision):
+            cur.execute(
+                "INSERT INTO notifications (key, run_id, approval_id, kind, created_at, "
+                "next_attempt_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                (notification_key(aid, kind), run_id, aid, kind, new.updated_at,
+                 new.updated_at))
 
     def _decide(self, conn: psycopg.Connection[Any], run_id: str, d: ApprovalDecision) -> None:
         aid = d.approval_id
@@ -346,12 +355,8 @@ class PostgresStore(Store):
             args.append(run_id)
         if pending_only:
             sql += " AND decision IS NULL"
-        out = []
-        for r in self._read(sql + " ORDER BY requested_at, approval_id", tuple(args)):
-            d = dict(zip(_APPROVAL_COLS, r, strict=True))
-            d["args"] = json.loads(d["args"])
-            out.append(Approval.model_validate(d))
-        return out
+        return [_approval(r) for r in
+                self._read(sql + " ORDER BY requested_at, approval_id", tuple(args))]
 
     def artifact(self, sha256: str) -> str | None:
         rows = self._read("SELECT content FROM artifacts WHERE sha256 = %s", (sha256,))
@@ -455,6 +460,79 @@ class PostgresStore(Store):
             yield got
             # Closing the connection ends the session, which releases the lock.
 
+    # -- the approval inbox: accounts, refusals, the notification outbox ---------------
+
+    def approval(self, approval_id: str) -> Approval | None:
+        rows = self._read(f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals "
+                          "WHERE approval_id = %s", (approval_id,))
+        return _approval(rows[0]) if rows else None
+
+    def add_account(self, account: Account) -> None:
+        try:
+            with self._pool.connection() as conn:
+                conn.execute(f"INSERT INTO accounts ({_ACCOUNT_SQL}) "
+                             "VALUES (%s, %s, %s, %s, %s, %s, %s)", _account_row(account))
+        except psycopg.errors.UniqueViolation:
+            raise StoreError(f"account {account.name!r} already exists") from None
+        except psycopg.Error as exc:
+            raise StoreError(f"database {self.name}: {exc}") from None
+
+    def save_account(self, account: Account) -> None:
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE accounts SET role = %s, password_hash = %s, release_limit = %s, "
+                "disabled = %s, updated_at = %s WHERE name = %s",
+                (account.role, account.password_hash, account.limit, account.disabled,
+                 account.updated_at, account.name))
+            if cur.rowcount != 1:
+                raise StoreError(f"no account {account.name!r}")
+
+    def account(self, name: str) -> Account | None:
+        rows = self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts WHERE name = %s", (name,))
+        return _account(rows[0]) if rows else None
+
+    def accounts(self) -> list[Account]:
+        return [_account(r) for r in self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts "
+                                                "ORDER BY name")]
+
+    def add_refusal(self, refusal: Refusal) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO web_refusals (run_id, approval_id, account, action, code, reason, "
+                "at, remote) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                (refusal.run_id, refusal.approval_id, refusal.account, refusal.action,
+                 refusal.code, refusal.reason, refusal.at, refusal.remote))
+
+    def refusals(self, run_id: str) -> list[Refusal]:
+        rows = self._read(f"SELECT {', '.join(_REFUSAL_COLS)} FROM web_refusals "
+                          "WHERE run_id = %s ORDER BY refusal_id", (run_id,))
+        return [Refusal.model_validate(dict(zip(_REFUSAL_COLS, r, strict=True))) for r in rows]
+
+    def notifications(self, *, approval_ids: list[str] | None = None,
+                      run_id: str | None = None) -> list[Notification]:
+        cols = ", ".join(_NOTIFICATION_COLS)
+        if approval_ids is not None:
+            rows = self._read(f"SELECT {cols} FROM notifications WHERE approval_id = ANY(%s) "
+                              "ORDER BY created_at, key", (list(approval_ids),))
+        else:
+            rows = self._read(f"SELECT {cols} FROM notifications WHERE run_id = %s "
+                              "ORDER BY created_at, key", (run_id,))
+        return [_notification(r) for r in rows]
+
+    def due_notifications(self, now: float, limit: int = 20) -> list[Notification]:
+        rows = self._read(f"SELECT {', '.join(_NOTIFICATION_COLS)} FROM notifications "
+                          "WHERE status = 'pending' AND next_attempt_at <= %s "
+                          "ORDER BY next_attempt_at, key LIMIT %s", (now, int(limit)))
+        return [_notification(r) for r in rows]
+
+    def save_notification(self, note: Notification) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "UPDATE notifications SET status = %s, attempts = %s, next_attempt_at = %s, "
+                "last_error = %s, delivered_at = %s WHERE key = %s",
+                (note.status, note.attempts, note.next_attempt_at, note.last_error,
+                 note.delivered_at, note.key))
+
 
 def _run(row: tuple[Any, ...]) -> RunState:
     data = json.loads(row[0])
@@ -477,3 +555,30 @@ def _effect(row: tuple[Any, ...]) -> Effect:
 def _held(owner: str | None, until: float | None, now: float) -> bool:
     """Someone else's live lease: not expired, and not of a process gone from this host."""
     return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)
+
+
+_ACCOUNT_SQL = "name, role, password_hash, release_limit, disabled, created_at, updated_at"
+_REFUSAL_COLS = ("refusal_id", "run_id", "approval_id", "account", "action", "code", "reason",
+                 "at", "remote")
+_NOTIFICATION_COLS = ("key", "run_id", "approval_id", "kind", "created_at", "status",
+                      "attempts", "next_attempt_at", "last_error", "delivered_at")
+
+
+def _account_row(a: Account) -> tuple[Any, ...]:
+    return (a.name, a.role, a.password_hash, a.limit, a.disabled, a.created_at, a.updated_at)
+
+
+def _account(row: tuple[Any, ...]) -> Account:
+    name, role, password_hash, limit, disabled, created, updated = row
+    return Account(name=name, role=role, password_hash=password_hash, limit=limit,
+                   disabled=bool(disabled), created_at=created, updated_at=updated)
+
+
+def _notification(row: tuple[Any, ...]) -> Notification:
+    return Notification.model_validate(dict(zip(_NOTIFICATION_COLS, row, strict=True)))
+
+
+def _approval(row: tuple[Any, ...]) -> Approval:
+    d = dict(zip(_APPROVAL_COLS, row, strict=True))
+    d["args"] = json.loads(d["args"])
+    return Approval.model_validate(d)
