@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 users = typer.Typer(no_args_is_help=True, help="Manage the accounts of the approval inbox.")
 app.add_typer(users, name="users")
 
-DB_URL_HELP = "database: a SQLite file or sqlite:///PATH (default: $FSM_DB, else ./fsm.db)"
+DB_URL_HELP = ("database: a SQLite file, sqlite:///PATH or postgresql://... "
+               "(default: $FSM_DB, else ./fsm.db)")
 PASSWORD_STDIN_HELP = "read the password from the first line of standard input"
 PASSWORD_ENV_HELP = "read the password from this environment variable"
 
@@ -35,10 +36,7 @@ def _web() -> None:
 
 
 def _store(db: str | None) -> Store:
-    if db is not None and db.startswith("sqlite:///"):
-        db = db.removeprefix("sqlite:///")
-    elif db is not None and "://" in db:
-        raise UsageError(f"unsupported database URL {db!r} (allowed: a file path or sqlite:///PATH)")
+    """The store ``--db`` names: a SQLite file, ``sqlite:///PATH`` or ``postgresql://...``."""
     return store_for(db)
 
 
