@@ -46,6 +46,9 @@ class Presentation:
     amount: Reader = _no_amount
     #: ``minor units -> text``, e.g. ``"₹1,800"``. Default: the plain integer.
     money: Callable[[int], str] = str
+    #: The argument that holds the amount, which the inbox offers to lower where the
+    #: workflow's ``amend`` hook allows it (e.g. ``"amount_paise"``).
+    amount_field: str | None = None
 
     def describe(self, tool: str | None, args: dict[str, Any],
                  facts: Mapping[str, Any] | None = None) -> str:

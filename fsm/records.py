@@ -378,6 +378,14 @@ class Approval(BaseModel):
     reviewer: str | None = None
     note: str | None = None
     decided_at: float | None = None
+    #: The arguments approved, when the reviewer changed what was asked (a lower amount);
+    #: ``None``: approved as asked.
+    approved_args: dict[str, Any] | None = None
+
+    @property
+    def granted(self) -> dict[str, Any]:
+        """What was approved: the amended arguments, else the arguments as asked."""
+        return self.approved_args if self.approved_args is not None else self.args
 
     @classmethod
     def request(cls, pending: CallAwaitingApproval | EventAwaitingPerson, *, run_id: str,
@@ -400,6 +408,8 @@ class ApprovalDecision(BaseModel):
     reviewer: str | None = None
     note: str | None = None
     time: float
+    #: The arguments approved, when the reviewer changed what was asked.
+    args: dict[str, Any] | None = None
 
 
 @dataclass
@@ -440,14 +450,15 @@ def effect_hash(result: Any, error: str | None) -> str:
 def approval_hash(approval: Approval) -> str:
     """The hash of an approval row as requested (its decision fields not yet set)."""
     request = approval.model_dump(mode="json", exclude={"decision", "reviewer", "note",
-                                                        "decided_at"})
+                                                        "decided_at", "approved_args"})
     return fingerprint(request)
 
 
 def decision_hash(approval_id: str, decision: str | None, reviewer: str | None,
-                  note: str | None, at: float | None) -> str:
+                  note: str | None, at: float | None,
+                  args: dict[str, Any] | None = None) -> str:
     return fingerprint({"approval_id": approval_id, "decision": decision,
-                        "reviewer": reviewer, "note": note, "time": at})
+                        "reviewer": reviewer, "note": note, "time": at, "args": args})
 
 
 def covered_rows(c: StepCommit, first_message: int) -> dict[str, Any]:
@@ -465,7 +476,8 @@ def covered_rows(c: StepCommit, first_message: int) -> dict[str, Any]:
     if c.decision is not None:
         d = c.decision
         rows["decision"] = [d.approval_id,
-                            decision_hash(d.approval_id, d.decision, d.reviewer, d.note, d.time)]
+                            decision_hash(d.approval_id, d.decision, d.reviewer, d.note, d.time,
+                                          d.args)]
     return rows
 
 

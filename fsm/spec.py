@@ -73,6 +73,9 @@ class WorkflowSpec(BaseModel):
     invariants: tuple[Any, ...] = ()
     #: Free-form settings the workflow's own code reads (e.g. the approval limit).
     settings: dict[str, Any] = {}
+    #: ``amend(tool, args, changes) -> new args``: what a reviewer may change when
+    #: approving (e.g. a lower amount); raise ``ValueError`` to refuse. ``None``: nothing.
+    amend: Callable[[str | None, dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
     #: How pending requests are shown to people (summaries, amounts, money).
     presentation: Presentation = PLAIN
     #: name → ``open(location) -> resource``: the outside world a workflow's tools reach
@@ -139,7 +142,7 @@ HASHED_FIELDS: tuple[str, ...] = (
     "name", "transitions", "tools_by_state", "initial", "terminal", "handed_over_states",
     "finish_states", "human_events", "guards", "payloads", "records", "tools",
     "instructions", "system_prompt", "expiry_event", "approve_event", "deny_event",
-    "approval_ttl_seconds", "settings",
+    "approval_ttl_seconds", "settings", "amend",
 )
 #: The other fields, and why they leave the hash alone.
 UNHASHED_FIELDS: dict[str, str] = {
@@ -164,6 +167,9 @@ def _plain(value: Any) -> Any:
         return sorted(_plain(v) for v in value)
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if callable(value):
+        # A hook: its name, the same in every process (its code is the workflow's).
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '')}"
     return value
 
 
@@ -191,6 +197,7 @@ def define_workflow(
     settings: Mapping[str, Any] | None = None,
     presentation: Presentation | None = None,
     resources: Mapping[str, Callable[[str], Any]] | None = None,
+    amend: Callable[[str | None, dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
 ) -> WorkflowSpec:
     """Validate the tables and return the frozen :class:`WorkflowSpec`.
 
@@ -231,6 +238,6 @@ def define_workflow(
         expiry_event=expiry_event, approve_event=approve_event, deny_event=deny_event,
         approval_ttl_seconds=approval_ttl_seconds, invariants=tuple(invariants),
         settings=dict(settings or {}),
-        presentation=presentation or PLAIN,
+        presentation=presentation or PLAIN, amend=amend,
         resources=dict(resources or {}),
     )

@@ -30,6 +30,11 @@ WRITE = ToolSpec("write", lambda args, ctx: {"ok": True}, "Write it down.", writ
                  emits=lambda r: None, emits_events=("finish",))
 
 
+def _lower(tool: Any, args: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    """An ``amend`` hook: what a reviewer may change is behaviour too."""
+    return {**args, **changes}
+
+
 def base(**changes: Any) -> dict[str, Any]:
     """Every hashed field set to something, so that each can be changed on its own."""
     tables: dict[str, Any] = {
@@ -120,6 +125,7 @@ VARIANTS = [
     pytest.param({"approval_ttl_seconds": 7200}, {"approval_ttl_seconds"},
                  id="approval_ttl_seconds"),
     pytest.param({"settings": {"limit": 600}}, {"settings"}, id="settings"),
+    pytest.param({"amend": _lower}, {"amend"}, id="amend"),
 ]
 
 

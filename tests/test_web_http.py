@@ -17,6 +17,7 @@ import pytest
 from web_server import Inbox, alert, decision_form, login, make_inbox
 
 from fsm.records import canonical, fingerprint
+from workflows.refund import Shop
 
 
 @pytest.fixture(scope="module")
@@ -343,3 +344,26 @@ def test_the_inbox_pages_newest_first_and_filters_by_workflow(tmp_path: Path) ->
     assert "page 1 of 2 (27 in all)" in first.text and 'href="?page=2"' in first.text
     assert "Nothing waits for a decision." in other.text
     assert re.findall(r'<tr data-run="(p\d\d)"', runs.text) == ["p01", "p00"]
+
+
+def test_an_approver_approves_a_lower_amount_and_exactly_that_is_paid(box: Inbox) -> None:
+    with Shop(str(box.db)) as shop:  # an order of its own: the module's runs share the shop
+        shop.add_order("B-2009", "ravi", "camera-9", "camera", 900_000, 3)
+    box.start_run("B-2009", "h-lower")
+    aid = box.approval_id("h-lower")
+    with box.client("priya") as c:
+        page = c.get(f"/approvals/{aid}")
+        assert 'name="amount"' in page.text and 'max="900000"' in page.text
+        form = decision_form(c, aid)
+        higher = c.post(f"/approvals/{aid}/decide", data={
+            **form, "action": "approve", "note": "more", "amount": "950000"})
+        assert higher.status_code >= 400 and "may only be lowered" in alert(higher)
+        assert box.run("h-lower").status == "awaiting_approval" and box.payments("h-lower") == []
+        done = c.post(f"/approvals/{aid}/decide", data={
+            **decision_form(c, aid), "action": "approve", "note": "partly used",
+            "amount": "600000"})
+        assert done.status_code == 303, done.text
+    assert box.run("h-lower").status == "done"
+    assert box.payments("h-lower") == [("B-2009", 600_000)]
+    assert box.query("SELECT approved_args FROM approvals WHERE run_id = 'h-lower'") == [
+        ('{"amount_paise":600000,"item_id":"camera-9"}',)]

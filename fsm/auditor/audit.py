@@ -193,7 +193,7 @@ def _covered_approval(e: Event, rows: dict[str, Any],
         aid, digest = rows["decision"]
         a = approvals.get(aid)
         if a is None or decision_hash(aid, a.decision, a.reviewer, a.note,
-                                      a.decided_at) != digest:
+                                      a.decided_at, a.approved_args) != digest:
             out.append(f"event seq {e.seq}: the decision on approval {aid} (verdict, "
                        "reviewer, note or time) was changed")
     return out

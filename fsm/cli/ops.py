@@ -213,11 +213,27 @@ def _how_to_continue(run: RunState) -> str:
 
 
 def _decide(run_id: str, approved: bool, reviewer: str, note: str, db: str | None,
-            as_json: bool, event: str | None = None, no_drive: bool = False) -> None:
+            as_json: bool, event: str | None = None, no_drive: bool = False,
+            amend: dict[str, Any] | None = None) -> None:
     with store_for(db) as store:
         engine = engine_for_run(store, run_id)
-        run = engine.decide(run_id, approved, reviewer, note, event=event, drive=not no_drive)
+        run = engine.decide(run_id, approved, reviewer, note, event=event, drive=not no_drive,
+                            amend=amend)
         finish(store, run, as_json)
+
+
+def parse_sets(sets: list[str]) -> dict[str, Any]:
+    """``field=value`` pairs; a value that reads as JSON (a number) is that, else text."""
+    out: dict[str, Any] = {}
+    for item in sets:
+        field, sep, raw = item.partition("=")
+        if not sep or not field.strip():
+            raise UsageError(f"--set takes field=value, not {item!r}")
+        try:
+            out[field.strip()] = json.loads(raw)
+        except ValueError:
+            out[field.strip()] = raw
+    return out
 
 
 @app.command("approve", epilog=exits.HELP)
@@ -227,11 +243,15 @@ def approve_cmd(
     note: str = typer.Option("", "--note", help="a note for the log"),
     event: str | None = EventOpt,
     no_drive: bool = NoDriveOpt,
+    sets: list[str] = typer.Option(  # noqa: B008 - typer's way to declare a repeated option
+        [], "--set", help="approve with a changed argument, field=value (e.g. "
+        "amount_paise=120000), where the workflow allows it; repeatable"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Approve what a paused run waits for, then continue it in this process."""
-    _decide(run_id, True, reviewer, note, db, as_json, event, no_drive)
+    _decide(run_id, True, reviewer, note, db, as_json, event, no_drive,
+            parse_sets(sets) or None)
 
 
 @app.command("deny", epilog=exits.HELP)

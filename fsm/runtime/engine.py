@@ -139,13 +139,15 @@ class Engine:
             return self._drive(run) if run.status == "running" else run
 
     def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "", *,
-               event: str | None = None, drive: bool = True) -> RunState:
+               event: str | None = None, drive: bool = True,
+               amend: dict[str, Any] | None = None) -> RunState:
         """Approve or deny what a paused run waits for, then continue the run.
 
         ``drive=False`` only records the decision and leaves the run to the workers.
 
         ``event`` names the human event to fire when the waiting state has more than
-        the workflow's approve and deny events.
+        the workflow's approve and deny events. ``amend`` approves with changed arguments
+        (e.g. ``{"amount_paise": 120_000}``), where the workflow's ``amend`` hook allows it.
         """
         with self._lease(run_id):
             run = self._load(run_id)
@@ -154,7 +156,8 @@ class Engine:
                     run, self.store.approvals(run.run_id, pending_only=False))
             approval = review.pending_approval(self.store, run)
             ruling = review.review(self.spec, run, approval, approved=approved,
-                                   reviewer=reviewer, note=note, now=self.clock(), event=event)
+                                   reviewer=reviewer, note=note, now=self.clock(), event=event,
+                                   amend=amend)
             s = Step(self._ctx, run, step=run.step)
             s.apply_ruling(ruling)
             run = s.save()

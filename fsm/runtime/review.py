@@ -7,7 +7,10 @@ functions here read and judge; :meth:`fsm.runtime.step.Step.apply_ruling` writes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import ValidationError
 
 from fsm.errors import (
     ApprovalAlreadyDecided,
@@ -42,6 +45,8 @@ class Ruling:
     event: str | None
     #: What the model (or the transcript) is told.
     message: str
+    #: The arguments approved, when the reviewer changed what was asked; else ``None``.
+    args: dict[str, Any] | None = None
 
 
 
@@ -71,7 +76,8 @@ def not_waiting(run: RunState, history: list[Approval]) -> Exception:
 
 
 def review(spec: WorkflowSpec, run: RunState, approval: Approval, *, approved: bool,
-           reviewer: str, note: str, now: float, event: str | None = None) -> Ruling:
+           reviewer: str, note: str, now: float, event: str | None = None,
+           amend: dict[str, Any] | None = None) -> Ruling:
     """Check a decision; raise the reason it is refused, else return the ruling.
 
     An expired approval returns the expiry ruling: the caller applies it, then
@@ -110,9 +116,14 @@ def review(spec: WorkflowSpec, run: RunState, approval: Approval, *, approved: b
         )
     verdict: Verdict = "approved" if approved else "denied"
     if isinstance(pending, CallAwaitingApproval):
-        return Ruling(approval, verdict, reviewer, note, None,
-                      f"denied by {reviewer}: {note}" if not approved else "")
+        ruling = Ruling(approval, verdict, reviewer, note, None,
+                        f"denied by {reviewer}: {note}" if not approved else "")
+        return _amended(spec, run, ruling, amend) if amend else ruling
     assert chosen is not None
+    if amend:
+        return _amended(spec, run, Ruling(approval, verdict, reviewer, note, chosen,
+                                          f"{verdict} by {reviewer}: {note}".rstrip(": ")),
+                        amend)
     return Ruling(approval, verdict, reviewer, note, chosen,
                   f"{verdict} by {reviewer}: {note}".rstrip(": "))
 
@@ -201,8 +212,39 @@ def approved_binding_problem(spec: WorkflowSpec, store: Store, run: RunState) ->
     if not approved:
         return None
     last = approved[-1]
-    if any(run.facts.get(k) == last.args for k in keys):
+    if any(run.facts.get(k) == last.granted for k in keys):
         return None
     held = {k: run.facts.get(k) for k in sorted(keys)}
     return (f"the run's {', '.join(sorted(keys))} {held} differs from what approval "
-            f"{last.approval_id} approved {last.args}")
+            f"{last.approval_id} approved {last.granted}")
+
+
+def _amended(spec: WorkflowSpec, run: RunState, ruling: Ruling,
+             changes: dict[str, Any]) -> Ruling:
+    """The ruling with what the reviewer changed, if the workflow lets them change it."""
+    pending = run.pending
+    assert isinstance(pending, CallAwaitingApproval | EventAwaitingPerson)
+    where = dict(run_id=run.run_id, state=run.state)
+    if ruling.verdict != "approved":
+        raise ApprovalRefused(f"run {run.run_id!r}: only an approval can change what is "
+                              "asked; deny it instead", **where)
+    if spec.amend is None:
+        raise ApprovalRefused(f"run {run.run_id!r}: workflow {spec.name!r} lets no reviewer "
+                              "change what is asked; approve or deny it as it is", **where)
+    try:
+        new = dict(spec.amend(pending.tool, dict(pending.args), dict(changes)))
+        if isinstance(pending, CallAwaitingApproval):
+            tool = spec.tools[pending.tool]
+            new = tool.args.model_validate(new).model_dump(mode="json")
+    except (ValueError, TypeError, ValidationError) as exc:
+        raise ApprovalRefused(f"run {run.run_id!r}: cannot approve with {changes}: {exc}",
+                              **where) from None
+    if new == pending.args:
+        return ruling
+    message = f"{ruling.message}; approved with {_changed(pending.args, new)}".lstrip("; ")
+    return replace(ruling, args=new, message=message)
+
+
+def _changed(old: dict[str, Any], new: dict[str, Any]) -> str:
+    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+    return ", ".join(f"{k} {old.get(k)!r} → {new.get(k)!r}" for k in keys)

@@ -39,7 +39,7 @@ from fsm.records import (
 )
 from fsm.runtime import gate
 from fsm.runtime.context import StepContext
-from fsm.runtime.review import Ruling, approved_binding_problem
+from fsm.runtime.review import Ruling, approved_binding_problem, bound_records
 from fsm.spec import ADVANCE
 from fsm.tools import ToolContext, ToolSpec
 
@@ -368,31 +368,51 @@ class Step:
         assert isinstance(pending, CallAwaitingApproval | EventAwaitingPerson)
         self.decision = ApprovalDecision(approval_id=ruling.approval.approval_id,
                                          decision=ruling.verdict, reviewer=ruling.reviewer,
-                                         note=ruling.note, time=self.ctx.clock())
+                                         note=ruling.note, time=self.ctx.clock(),
+                                         args=ruling.args)
         self._set(status="running", pending=None)
         detail: dict[str, Any] = {"decision": ruling.verdict,
                                   "approval_id": ruling.approval.approval_id}
         if ruling.verdict != "expired":
             detail["note"] = ruling.note
+        if ruling.args is not None:
+            # The request as asked stays in the pause event; the log adds what was approved.
+            detail["amended"] = {"asked": pending.args, "approved": ruling.args}
+            self._amend_record(pending, ruling.args)
         self.event("decision", reviewer=ruling.reviewer, tool=pending.tool, detail=detail)
         if isinstance(pending, CallAwaitingApproval):
             self._rule_on_call(pending, ruling)
         elif ruling.event is not None:
-            self.message({"role": "user", "content": ruling.message})
+            said: dict[str, Any] = {"role": "user", "content": ruling.message}
+            if ruling.args is not None:
+                said["approved"] = ruling.args  # what the model must now use, as data
+            self.message(said)
             if not self.fire(ruling.event, {}, by_model=False):
                 # A guard refused the person's event: the run still waits for a person.
                 self.entered(None)
         else:
             self.stop("handed_over", "approval expired")
 
+    def _amend_record(self, pending: CallAwaitingApproval | EventAwaitingPerson,
+                      approved: dict[str, Any]) -> None:
+        """A waiting state's record becomes what the reviewer approved (a lower amount)."""
+        if isinstance(pending, EventAwaitingPerson):
+            facts = {k: (approved if k in bound_records(self.ctx.spec) and v == pending.args
+                         else v) for k, v in self.run.facts.items()}
+            self._set(facts=facts)
+
     def _rule_on_call(self, pending: CallAwaitingApproval, ruling: Ruling) -> None:
         if ruling.verdict == "approved":
             # The decision lands first; the engine then runs the approved call in its own
             # commit, so a crash in between resumes into that call, never into a new one.
-            self._set(pending=ApprovedCall(
-                tool=pending.tool, args=pending.args, key=pending.key, step=pending.step,
-                approval_id=pending.approval_id, args_hash=fingerprint(pending.subject()),
-            ))
+            approved = ApprovedCall(
+                tool=pending.tool, args=ruling.args or pending.args, key=pending.key,
+                step=pending.step, approval_id=pending.approval_id, args_hash="")
+            self._set(pending=approved.model_copy(
+                update={"args_hash": fingerprint(approved.subject())}))
+            if ruling.args is not None:
+                self.message({"role": "user", "content": ruling.message, "runtime": True,
+                              "approved": ruling.args})
         else:
             self.tool_result(pending.tool, error=ruling.message)
 
@@ -436,14 +456,15 @@ class Step:
 
 
 def _approved_call_problem(ctx: StepContext, run_id: str, pending: ApprovedCall) -> str | None:
-    subject = pending.subject()
     for a in ctx.store.approvals(run_id, pending_only=False):
         if a.approval_id != pending.approval_id:
             continue
         if a.decision != "approved":
             return f"approval {a.approval_id} is {a.decision or 'undecided'}, not approved"
-        if (a.tool, a.args) != (pending.tool, pending.args) or \
-                fingerprint(subject) != a.args_hash or pending.args_hash != a.args_hash:
+        asked: dict[str, Any] = {"kind": "call", "tool": a.tool, "args": a.args, "events": []}
+        granted = {**asked, "args": a.granted}
+        if (a.tool, a.granted) != (pending.tool, pending.args) or \
+                fingerprint(asked) != a.args_hash or pending.args_hash != fingerprint(granted):
             return (f"the approved call {pending.tool} differs from approval {a.approval_id}: "
                     "its arguments changed after the decision")
         return None

@@ -113,7 +113,7 @@ class MemoryStore(Store):
                 d = commit.decision
                 self._approvals[d.approval_id] = self._approvals[d.approval_id].model_copy(
                     update={"decision": d.decision, "reviewer": d.reviewer, "note": d.note,
-                            "decided_at": d.time})
+                            "decided_at": d.time, "approved_args": d.args})
             self._artifacts.update(commit.artifacts)
             self._outbox(commit)
             return new.model_copy(deep=True)

@@ -163,4 +163,8 @@ MIGRATIONS: list[str] = [
     CREATE INDEX notifications_run ON notifications (run_id);
     CREATE INDEX approvals_waiting ON approvals (decision, requested_at, approval_id, run_id)
     """,
+    # 4: what a reviewer approved when they changed what was asked (a lower amount).
+    """
+    ALTER TABLE approvals ADD COLUMN approved_args TEXT
+    """,
 ]

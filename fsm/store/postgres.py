@@ -53,6 +53,7 @@ _EVENT_COLS = (
 _APPROVAL_COLS = (
     "approval_id", "run_id", "step", "tool", "args", "args_hash", "run_version",
     "requested_at", "expires_at", "decision", "reviewer", "note", "decided_at",
+    "approved_args",
 )
 _EFFECT_COLS = ("key", "run_id", "step", "tool", "args", "status", "result", "error",
                 "started_at", "finished_at")
@@ -265,9 +266,11 @@ class PostgresStore(Store):
     def _decide(self, conn: psycopg.Connection[Any], run_id: str, d: ApprovalDecision) -> None:
         aid = d.approval_id
         cur = conn.execute(
-            "UPDATE approvals SET decision = %s, reviewer = %s, note = %s, decided_at = %s "
+            "UPDATE approvals SET decision = %s, reviewer = %s, note = %s, decided_at = %s, "
+            "approved_args = %s "
             "WHERE approval_id = %s AND decision IS NULL",
-            (d.decision, d.reviewer, d.note, d.time, aid),
+            (d.decision, d.reviewer, d.note, d.time,
+             None if d.args is None else canonical(d.args), aid),
         )
         if cur.rowcount != 1:
             row = conn.execute("SELECT decision, reviewer FROM approvals WHERE approval_id = %s",
@@ -581,4 +584,6 @@ def _notification(row: tuple[Any, ...]) -> Notification:
 def _approval(row: tuple[Any, ...]) -> Approval:
     d = dict(zip(_APPROVAL_COLS, row, strict=True))
     d["args"] = json.loads(d["args"])
+    if d["approved_args"] is not None:
+        d["approved_args"] = json.loads(d["approved_args"])
     return Approval.model_validate(d)

@@ -154,4 +154,8 @@ MIGRATIONS: list[str] = [
     CREATE INDEX runs_workflow_created ON runs (workflow, created_at, run_id);
     CREATE INDEX runs_status_created ON runs (status, created_at, run_id)
     """,
+    # 6: what a reviewer approved when they changed what was asked (a lower amount).
+    """
+    ALTER TABLE approvals ADD COLUMN approved_args TEXT
+    """,
 ]

@@ -50,6 +50,7 @@ _EVENT_COLS = (
 _APPROVAL_COLS = (
     "approval_id", "run_id", "step", "tool", "args", "args_hash", "run_version",
     "requested_at", "expires_at", "decision", "reviewer", "note", "decided_at",
+    "approved_args",
 )
 
 
@@ -290,9 +291,11 @@ class SQLiteStore(Store):
     def _decide(self, db: sqlite3.Connection, run_id: str, d: ApprovalDecision) -> None:
         aid = d.approval_id
         cur = db.execute(
-            "UPDATE approvals SET decision = ?, reviewer = ?, note = ?, decided_at = ? "
+            "UPDATE approvals SET decision = ?, reviewer = ?, note = ?, decided_at = ?, "
+            "approved_args = ? "
             "WHERE approval_id = ? AND decision IS NULL",
-            (d.decision, d.reviewer, d.note, d.time, aid),
+            (d.decision, d.reviewer, d.note, d.time,
+             None if d.args is None else canonical(d.args), aid),
         )
         if cur.rowcount != 1:
             row = db.execute("SELECT decision, reviewer FROM approvals WHERE approval_id = ?",
@@ -414,12 +417,10 @@ class SQLiteStore(Store):
             sql += " AND decision IS NULL"
         out = []
         for r in self._read(sql + " ORDER BY requested_at, approval_id", tuple(args)):
-            d = dict(r)
             try:
-                d["args"] = json.loads(d["args"])
-                out.append(Approval.model_validate(d))
+                out.append(_approval(dict(r)))
             except (ValueError, TypeError) as exc:
-                raise self._damaged("approvals", d.get("run_id"), exc) from None
+                raise self._damaged("approvals", r["run_id"], exc) from None
         return out
 
     def artifact(self, sha256: str) -> str | None:
@@ -641,6 +642,8 @@ def _account(row: sqlite3.Row) -> Account:
 def _approval(d: dict[str, Any]) -> Approval:
     d = {k: d[k] for k in _APPROVAL_COLS}
     d["args"] = json.loads(d["args"])
+    if d["approved_args"] is not None:
+        d["approved_args"] = json.loads(d["approved_args"])
     return Approval.model_validate(d)
 
 

@@ -251,7 +251,8 @@ class Routes:
             await run_in_threadpool(
                 decide, self.inbox.store, self.inbox.workflows, me, aid, action,
                 str(form.get("note") or ""), str(form.get("args_hash") or ""),
-                str(form.get("run_version") or ""), clock=self.inbox.clock)
+                str(form.get("run_version") or ""), clock=self.inbox.clock,
+                amount=str(form.get("amount") or ""))
         except InboxRefused as exc:
             return await run_in_threadpool(self.refuse, *where, exc.code, str(exc), exc.status,
                                            me.name)

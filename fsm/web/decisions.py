@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fsm.errors import (
@@ -151,7 +151,8 @@ def _check_page(approval: Approval, run: RunState, seen_hash: str, seen_version:
 
 def decide(store: Store, workflows: Workflows, account: Account, approval_id: str,
            action: str, note: str, seen_hash: str, seen_version: str, *,
-           clock: Callable[[], float], policy: PolicyFactory = recorded_policy) -> RunState:
+           clock: Callable[[], float], policy: PolicyFactory = recorded_policy,
+           amount: str = "") -> RunState:
     """Check the account's rights on this request, then ``Engine.decide`` it."""
     if account.role != "approver":
         raise InboxRefused("role", f"{account.name} is an {account.role}: auditors read, they "
@@ -169,6 +170,10 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
     if spec is None:
         raise InboxRefused("definition", f"workflow {run.workflow!r} cannot be loaded here")
     ask = describe(spec, run, approval)
+    amend = _lowered(spec, approval, action, amount)
+    if amend is not None:
+        ask = replace(ask, amount=next(iter(amend.values())))
+        ask = replace(ask, amount_text=money(spec, ask.amount))
     if (action == "approve" and account.limit is not None and ask.amount is not None
             and ask.amount > account.limit):
         raise InboxRefused("limit", f"{ask.amount_text} is above your release limit of "
@@ -177,7 +182,27 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
     engine = Engine(spec, store, policy(workflow_ref(store, run), spec, run, store),
                     clock=clock, compactor=Compactor())
     try:
-        return engine.decide(run.run_id, action == "approve", account.name, note.strip())
+        return engine.decide(run.run_id, action == "approve", account.name, note.strip(),
+                             amend=amend)
     except tuple(e for e, _, _ in _ERRORS) as exc:
         code, status = next((c, s) for e, c, s in _ERRORS if isinstance(exc, e))
         raise InboxRefused(code, str(exc), status) from None
+
+
+def _lowered(spec: WorkflowSpec, approval: Approval, action: str,
+             amount: str) -> dict[str, Any] | None:
+    """The change a reviewer asked for in the form's amount field, or ``None``."""
+    if not amount.strip():
+        return None
+    field_name = spec.presentation.amount_field
+    if spec.amend is None or field_name is None:
+        raise InboxRefused("amount", "this workflow lets no reviewer change the amount", 400)
+    if action != "approve":
+        raise InboxRefused("amount", "only an approval can change the amount; deny without "
+                           "one", 400)
+    try:
+        value = int(amount.strip())
+    except ValueError:
+        raise InboxRefused("amount", f"the amount must be a whole number of minor units, not "
+                           f"{amount!r}", 400) from None
+    return {field_name: value}

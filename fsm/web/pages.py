@@ -163,6 +163,8 @@ class ApprovalPage:
     limit_text: str = ""
     over_limit: bool = False
     notifications: list[Notification] = field(default_factory=list)
+    #: The argument a reviewer may lower here (the workflow's amount), or ``None``.
+    lower_field: str | None = None
 
 
 def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approval: Approval,
@@ -188,6 +190,7 @@ def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approv
         limit_text=money(spec, limit) if limit is not None else "",
         over_limit=limit is not None and ask.amount is not None and ask.amount > limit,
         notifications=store.notifications(approval_ids=[approval.approval_id]),
+        lower_field=_lower_field(spec, approval),
     )
 
 
@@ -249,3 +252,11 @@ def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str
         notifications=store.notifications(run_id=run_id),
         created=iso(run.created_at), updated=iso(run.updated_at),
     )
+
+
+def _lower_field(spec: WorkflowSpec | None, approval: Approval) -> str | None:
+    """The amount argument a reviewer may lower, when the workflow allows changes."""
+    if spec is None or spec.amend is None:
+        return None
+    name = spec.presentation.amount_field
+    return name if name is not None and isinstance(approval.args.get(name), int) else None

@@ -23,6 +23,13 @@ def _last_result(view: View, tool: str) -> dict[str, Any] | None:
     return None
 
 
+def _approved(view: View) -> dict[str, Any] | None:
+    """What a reviewer approved, when they changed the decision (a lower amount)."""
+    said = [m["approved"] for m in view.messages
+            if m.get("role") == "user" and isinstance(m.get("approved"), dict)]
+    return said[-1] if said else None
+
+
 def _decision(view: View) -> dict[str, Any] | None:
     """The refund decision the workflow accepted (a refused attempt does not count)."""
     decided, attempt = None, None
@@ -56,7 +63,7 @@ def clerk(view: View) -> Action:
     if view.state == "deciding":
         return _decide(order or {}, policy or {})
     if view.state == "refunding":
-        d = _decision(view) or {}
+        d = _approved(view) or _decision(view) or {}
         return Action(tool="refund_item", args={
             "order_id": order_id, "item_id": d.get("item_id"),
             "amount_paise": d.get("amount_paise"),

@@ -96,10 +96,27 @@ def _summary(tool: str | None, args: dict[str, Any], facts: Mapping[str, Any]) -
     return f"refund {money} for the {what}" + (f" of order {order_id}" if order_id else "")
 
 
+def lower_amount(tool: str | None, args: dict[str, Any],
+                 changes: dict[str, Any]) -> dict[str, Any]:
+    """A reviewer may approve a lower refund, never a higher one, and change nothing else."""
+    other = sorted(set(changes) - {"amount_paise"})
+    if other:
+        raise ValueError(f"only amount_paise may be changed, not {', '.join(other)}")
+    new = changes.get("amount_paise", args.get("amount_paise"))
+    asked = args.get("amount_paise")
+    if not isinstance(new, int) or isinstance(new, bool) or not isinstance(asked, int):
+        raise ValueError("amount_paise must be a whole number of paise")
+    if not 0 < new <= asked:
+        raise ValueError(f"the amount may only be lowered: between 1 and {asked} paise "
+                         f"({rupees(asked)}), not {new}")
+    return {**args, "amount_paise": new}
+
+
 PRESENTATION = Presentation(
     summary=_summary,
     amount=lambda tool, args: args.get("amount_paise"),
     money=rupees,
+    amount_field="amount_paise",
 )
 
 
@@ -282,5 +299,5 @@ def build(shop: AnyShop | ShopSource | None = None) -> WorkflowSpec:
         system_prompt=SYSTEM_PROMPT, terminal={"done"}, handed_over_states={"handed_over"},
         expiry_event="expired", approval_ttl_seconds=72 * 3600,
         invariants=INVARIANTS, settings={"approval_limit_paise": APPROVAL_LIMIT_PAISE},
-        presentation=PRESENTATION, resources={"shop": demo_shop},
+        presentation=PRESENTATION, resources={"shop": demo_shop}, amend=lower_amount,
     )
