@@ -498,6 +498,16 @@ def chain(events: list[Event], prev_hash: str, next_seq: int) -> list[dict[str, 
     return rows
 
 
+def started_as(events: list[Event], workflow: str) -> str:
+    """How a run's workflow was named when it started (``fsm run`` records the registered
+    name or ``module:attr`` in the start event), else the workflow's own name."""
+    if events and events[0].kind == "start":
+        ref = events[0].detail.get("workflow_ref")
+        if ref:
+            return str(ref)
+    return workflow
+
+
 def state_path(events: list[Event]) -> list[str]:
     """The workflow states a run went through, from its log (the initial state first)."""
     path = [events[0].state_after or ""] if events else []

@@ -28,7 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm.errors import FSMError, LeaseLost, WorkflowNotFound
-from fsm.records import FINAL_STATUSES, Approval, Effect, Event, RunState, StepCommit, ViewRecord
+from fsm.records import (
+    FINAL_STATUSES,
+    Approval,
+    Effect,
+    Event,
+    RunState,
+    StepCommit,
+    ViewRecord,
+    started_as,
+)
 from fsm.registry import default_policy, load_policy, load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
@@ -212,7 +221,7 @@ class Worker:
     def _parts(self, run: RunState, events: list[Event]) -> tuple[WorkflowSpec, Any]:
         """The workflow the run started under and the policy it recorded (or the override)."""
         start = events[0].detail if events and events[0].kind == "start" else {}
-        ref = str(start.get("workflow_ref") or run.workflow)
+        ref = started_as(events, run.workflow)
         policy = self.config.policy or str(start.get("policy") or "default")
         with self._lock:
             if (ref, policy) not in self._specs:

@@ -55,12 +55,9 @@ def fmt_time(t: float | None) -> str:
 
 def workflow_ref(store: Store, run: RunState) -> str:
     """How the run's workflow was named when it started (registered name or module:attr)."""
-    events = store.events(run.run_id)
-    if events and events[0].kind == "start":
-        ref = events[0].detail.get("workflow_ref")
-        if ref:
-            return str(ref)
-    return run.workflow
+    from fsm.records import started_as
+
+    return started_as(store.events(run.run_id), run.workflow)
 
 
 def spec_for_run(store: Store, run: RunState) -> WorkflowSpec:

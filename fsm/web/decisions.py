@@ -28,7 +28,7 @@ from fsm.errors import (
     RunLocked,
 )
 from fsm.presentation import PLAIN
-from fsm.records import Approval, RunState, canonical
+from fsm.records import Approval, RunState, canonical, started_as
 from fsm.registry import default_policy, load_policy, load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
@@ -49,12 +49,7 @@ def iso(t: float | None) -> str:
 
 def workflow_ref(store: Store, run: RunState) -> str:
     """How the run's workflow was named when it started (as ``fsm run`` records it)."""
-    events = store.events(run.run_id)
-    if events and events[0].kind == "start":
-        ref = events[0].detail.get("workflow_ref")
-        if ref:
-            return str(ref)
-    return run.workflow
+    return started_as(store.events(run.run_id), run.workflow)
 
 
 class Workflows:
