@@ -131,6 +131,11 @@ class Used(BaseModel):
 
 # -- what a paused run waits for ---------------------------------------------------------
 
+def call_subject(tool: str | None, args: dict[str, Any]) -> dict[str, Any]:
+    """What an approval of a call is about; its hash ties a decision to this exact call."""
+    return {"kind": "call", "tool": tool, "args": args, "events": []}
+
+
 class CallAwaitingApproval(BaseModel):
     """A validated write call that runs only once a person approves it."""
 
@@ -150,7 +155,7 @@ class CallAwaitingApproval(BaseModel):
 
     def subject(self) -> dict[str, Any]:
         """What an approval is about; its hash ties a decision to this exact request."""
-        return {"kind": "call", "tool": self.tool, "args": self.args, "events": []}
+        return call_subject(self.tool, self.args)
 
 
 class EventAwaitingPerson(BaseModel):
@@ -192,7 +197,7 @@ class ApprovedCall(BaseModel):
 
     def subject(self) -> dict[str, Any]:
         """The subject of the request that was approved (its hash is ``args_hash``)."""
-        return {"kind": "call", "tool": self.tool, "args": self.args, "events": []}
+        return call_subject(self.tool, self.args)
 
 
 Pending = Annotated[
@@ -274,8 +279,7 @@ def _v2_to_v3(d: dict[str, Any]) -> dict[str, Any]:
                 "approved": ("tool", "args", "key", "step", "approval_id")}[p["kind"]]
         new = {"kind": p["kind"], **{k: p[k] for k in keep if k in p}}
         if p["kind"] == "approved":
-            new["args_hash"] = fingerprint(
-                {"kind": "call", "tool": p.get("tool"), "args": p.get("args", {}), "events": []})
+            new["args_hash"] = fingerprint(call_subject(p.get("tool"), p.get("args", {})))
         d["pending"] = new
     return d
 

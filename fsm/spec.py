@@ -130,10 +130,6 @@ class WorkflowSpec(BaseModel):
         machine, tool schemas). Each user keys its entries with its own objects."""
         return {}
 
-    @property
-    def view_cache(self) -> dict[Any, Any]:
-        """The same memo as :attr:`cache` (the view keys it by offered tools and events)."""
-        return self.cache
 
 
 #: The fields that change what a run does; :attr:`WorkflowSpec.definition_hash` covers

@@ -5,7 +5,6 @@ from __future__ import annotations
 import getpass
 import os
 import sys
-from typing import TYPE_CHECKING
 
 import typer
 
@@ -13,9 +12,6 @@ from fsm.errors import UsageError
 
 from .app import app, console, print_table
 from .context import store_for
-
-if TYPE_CHECKING:
-    from fsm.store.base import Store
 
 users = typer.Typer(no_args_is_help=True, help="Manage the accounts of the approval inbox.")
 app.add_typer(users, name="users")
@@ -34,10 +30,6 @@ def _web() -> None:
     except ImportError as exc:
         raise UsageError(f"the inbox needs the web extra (pip install 'fsm[web]'): {exc}") from None
 
-
-def _store(db: str | None) -> Store:
-    """The store ``--db`` names: a SQLite file, ``sqlite:///PATH`` or ``postgresql://...``."""
-    return store_for(db)
 
 
 def read_password(stdin: bool, env: str | None) -> str:
@@ -79,11 +71,8 @@ def users_add(
     from fsm.web.accounts import add_account
 
     password = read_password(password_stdin, password_env)
-    store = _store(db)
-    try:
+    with store_for(db) as store:
         a = add_account(store, name, role, password, limit)
-    finally:
-        store.close()
     shown = "no limit" if a.limit is None else f"limit {a.limit}"
     console.print(f"added {a.name} ({a.role}{', ' + shown if a.role == 'approver' else ''})",
                   markup=False)
@@ -101,11 +90,8 @@ def users_passwd(
     from fsm.web.accounts import set_password
 
     password = read_password(password_stdin, password_env)
-    store = _store(db)
-    try:
+    with store_for(db) as store:
         set_password(store, name, password)
-    finally:
-        store.close()
     console.print(f"password of {name} changed", markup=False)
 
 
@@ -119,23 +105,17 @@ def users_disable(
     _web()
     from fsm.web.accounts import set_disabled
 
-    store = _store(db)
-    try:
+    with store_for(db) as store:
         set_disabled(store, name, not enable)
-    finally:
-        store.close()
     console.print(f"{name} {'enabled' if enable else 'disabled'}", markup=False)
 
 
 @users.command("list")
 def users_list(db: str | None = typer.Option(None, "--db", help=DB_URL_HELP)) -> None:
     """List the accounts (never their password hashes)."""
-    store = _store(db)
-    try:
+    with store_for(db) as store:
         rows = [[a.name, a.role, "" if a.limit is None else a.limit,
                  "disabled" if a.disabled else "active"] for a in store.accounts()]
-    finally:
-        store.close()
     print_table(None, ["name", "role", "limit", "state"], rows)
 
 
@@ -152,5 +132,5 @@ def serve_cmd(
     _web()
     from fsm.web.server import serve
 
-    store = _store(db)
-    serve(store, host=host, port=port, public_url=public_url)
+    with store_for(db) as store:
+        serve(store, host=host, port=port, public_url=public_url)

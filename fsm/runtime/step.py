@@ -34,6 +34,7 @@ from fsm.records import (
     Status,
     StepCommit,
     ViewRecord,
+    call_subject,
     covered_rows,
     fingerprint,
 )
@@ -461,8 +462,7 @@ def _approved_call_problem(ctx: StepContext, run_id: str, pending: ApprovedCall)
             continue
         if a.decision != "approved":
             return f"approval {a.approval_id} is {a.decision or 'undecided'}, not approved"
-        asked: dict[str, Any] = {"kind": "call", "tool": a.tool, "args": a.args, "events": []}
-        granted = {**asked, "args": a.granted}
+        asked, granted = call_subject(a.tool, a.args), call_subject(a.tool, a.granted)
         if (a.tool, a.granted) != (pending.tool, pending.args) or \
                 fingerprint(asked) != a.args_hash or pending.args_hash != fingerprint(granted):
             return (f"the approved call {pending.tool} differs from approval {a.approval_id}: "

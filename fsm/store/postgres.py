@@ -42,21 +42,21 @@ from fsm.records import (
     chain,
 )
 from fsm.store.base import Claimed, Lease, Store
+from fsm.store.columns import (
+    ACCOUNT_COLUMNS,
+    APPROVAL_COLUMNS,
+    EFFECT_COLUMNS,
+    EVENT_COLUMNS,
+    NOTIFICATION_COLUMNS,
+    REFUSAL_COLUMNS,
+)
 from fsm.store.lease import expiry, lease_expired, lease_is_free, this_host_prefix
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 
-_EVENT_COLS = (
-    "run_id", "seq", "step", "time", "kind", "state_before", "state_after", "tool", "event",
-    "reason", "cost_micros", "tokens", "reviewer", "detail", "prev_hash", "hash",
-)
-_APPROVAL_COLS = (
-    "approval_id", "run_id", "step", "tool", "args", "args_hash", "run_version",
-    "requested_at", "expires_at", "decision", "reviewer", "note", "decided_at",
-    "approved_args",
-)
-_EFFECT_COLS = ("key", "run_id", "step", "tool", "args", "status", "result", "error",
-                "started_at", "finished_at")
+_EVENT_COLS = EVENT_COLUMNS
+_APPROVAL_COLS = APPROVAL_COLUMNS
+_EFFECT_COLS = EFFECT_COLUMNS
 _INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
                  f"VALUES ({', '.join(['%s'] * len(_EVENT_COLS))})")
 _INSERT_APPROVAL = (f"INSERT INTO approvals ({', '.join(_APPROVAL_COLS)}, args_doc) "
@@ -560,11 +560,9 @@ def _held(owner: str | None, until: float | None, now: float) -> bool:
     return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)
 
 
-_ACCOUNT_SQL = "name, role, password_hash, release_limit, disabled, created_at, updated_at"
-_REFUSAL_COLS = ("refusal_id", "run_id", "approval_id", "account", "action", "code", "reason",
-                 "at", "remote")
-_NOTIFICATION_COLS = ("key", "run_id", "approval_id", "kind", "created_at", "status",
-                      "attempts", "next_attempt_at", "last_error", "delivered_at")
+_ACCOUNT_SQL = ", ".join(ACCOUNT_COLUMNS)
+_REFUSAL_COLS = REFUSAL_COLUMNS
+_NOTIFICATION_COLS = NOTIFICATION_COLUMNS
 
 
 def _account_row(a: Account) -> tuple[Any, ...]:

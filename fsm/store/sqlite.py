@@ -39,19 +39,13 @@ from fsm.records import (
     chain,
 )
 from fsm.store.base import Claimed, Lease, Store
+from fsm.store.columns import ACCOUNT_COLUMNS, APPROVAL_COLUMNS, EVENT_COLUMNS
 from fsm.store.lease import expiry, lease_expired, lease_is_free, this_host_prefix
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 from fsm.store.schema import MIGRATIONS
 
-_EVENT_COLS = (
-    "run_id", "seq", "step", "time", "kind", "state_before", "state_after", "tool", "event",
-    "reason", "cost_micros", "tokens", "reviewer", "detail", "prev_hash", "hash",
-)
-_APPROVAL_COLS = (
-    "approval_id", "run_id", "step", "tool", "args", "args_hash", "run_version",
-    "requested_at", "expires_at", "decision", "reviewer", "note", "decided_at",
-    "approved_args",
-)
+_EVENT_COLS = EVENT_COLUMNS
+_APPROVAL_COLS = APPROVAL_COLUMNS
 
 
 _INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
@@ -203,17 +197,8 @@ class SQLiteStore(Store):
     def list_runs(self, status: str | None = None, *, workflow: str | None = None,
                   limit: int | None = None, offset: int = 0,
                   newest_first: bool = False) -> list[RunState]:
-        where: list[str] = []
-        args: list[Any] = []
-        if status is not None:
-            where.append("status = ?")
-            args.append(status)
-        if workflow is not None:
-            where.append("workflow = ?")
-            args.append(workflow)
-        sql = "SELECT run_id, snapshot, version FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        where, args = self._runs_where(status, workflow)
+        sql = "SELECT run_id, snapshot, version FROM runs" + where
         order = "DESC" if newest_first else "ASC"
         sql += f" ORDER BY created_at {order}, run_id {order} LIMIT ? OFFSET ?"
         args += [-1 if limit is None else limit, offset]
@@ -624,7 +609,7 @@ class SQLiteStore(Store):
             )
 
 
-_ACCOUNT_SQL = "name, role, password_hash, release_limit, disabled, created_at, updated_at"
+_ACCOUNT_SQL = ", ".join(ACCOUNT_COLUMNS)
 
 
 def _account_row(a: Account) -> tuple[Any, ...]:
