@@ -49,13 +49,15 @@ class Usage(BaseModel):
     def _clamp(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        out = dict(data)
+        out = data
         for name in _COUNTS:
             value = out.get(name)
             if isinstance(value, float) and math.isfinite(value) and value.is_integer():
                 value = int(value)
             if isinstance(value, int) and not isinstance(value, bool) and not (
                     0 <= value <= MAX_COUNT):
+                if out is data:
+                    out = dict(data)  # the caller's dict stays as given
                 out[name] = min(max(value, 0), MAX_COUNT)
                 out["clamped"] = True
                 log.warning("policy usage %s=%s is out of range: counted as %d", name,

@@ -12,11 +12,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import json.encoder
+import math
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 #: Bump when :class:`RunState` changes shape; add a step to ``_MIGRATIONS``.
 SCHEMA_VERSION = 3
@@ -56,10 +59,25 @@ EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 Verdict = Literal["approved", "denied", "expired"]
 
 
+def _canonical_encoder() -> Any:
+    """The C encoder ``json.dumps`` would build for :func:`canonical`, built once (building
+    it for every call costs as much as encoding a log row). Without a circular-reference
+    check, so it can be shared between threads: the values are rows and transcripts."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # an interpreter without the C accelerator
+        return None
+    return make(None, str, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+
+
+_CANONICAL = _canonical_encoder()
+
+
 def canonical(value: Any) -> str:
     """Canonical JSON: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str)
+    if _CANONICAL is None:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                          default=str)
+    return "".join(_CANONICAL(value, 0))
 
 
 def text_json(value: Any) -> str:
@@ -434,6 +452,23 @@ class StepCommit:
     #: unless this owner still holds the run's lease. ``None``: no check.
     owner: str | None = None
 
+    # The text of each row, encoded once: the log's row hashes and the store use it.
+
+    @cached_property
+    def snapshot(self) -> str:
+        """The run row's snapshot (:func:`snapshot_json`)."""
+        return snapshot_json(self.run)
+
+    @cached_property
+    def message_bodies(self) -> list[str]:
+        """The canonical JSON of each new message."""
+        return [canonical(m) for m in self.messages]
+
+    @cached_property
+    def view_body(self) -> str | None:
+        """The canonical JSON of the view record."""
+        return None if self.view is None else canonical(self.view.model_dump(mode="json"))
+
 
 # -- what the log covers ----------------------------------------------------------------
 #
@@ -442,9 +477,18 @@ class StepCommit:
 # approval, a decision). The log is hash-chained, so a later change to any of those rows
 # no longer matches its hash, and the audit says which.
 
+def snapshot_json(run: RunState) -> str:
+    """A run row's snapshot as stored: canonical JSON without the version (the store's)."""
+    return canonical(run.model_dump(mode="json", exclude={"version"}))
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def snapshot_hash(run: RunState) -> str:
     """The hash of a run row's snapshot as stored (the version is the store's)."""
-    return fingerprint(run.model_dump(mode="json", exclude={"version"}))
+    return _sha(snapshot_json(run))
 
 
 def effect_hash(result: Any, error: str | None) -> str:
@@ -466,13 +510,15 @@ def decision_hash(approval_id: str, decision: str | None, reviewer: str | None,
 
 
 def covered_rows(c: StepCommit, first_message: int) -> dict[str, Any]:
-    """The hashes of what ``c`` writes besides its events (see above)."""
-    rows: dict[str, Any] = {"snapshot": snapshot_hash(c.run)}
+    """The hashes of what ``c`` writes besides its events (see above), over the very
+    text the store writes."""
+    rows: dict[str, Any] = {"snapshot": _sha(c.snapshot)}
     if c.messages:
+        # The canonical JSON of the list is its rows' texts joined: fingerprint(messages).
         rows["messages"] = [first_message, first_message + len(c.messages),
-                            fingerprint(c.messages)]
+                            _sha("[" + ",".join(c.message_bodies) + "]")]
     if c.view is not None:
-        rows["view"] = [c.view.step, fingerprint(c.view.model_dump(mode="json"))]
+        rows["view"] = [c.view.step, _sha(c.view_body or "")]
     if c.effects_done:
         rows["effects"] = {k: effect_hash(r, e) for k, (r, e) in c.effects_done.items()}
     if c.new_approval is not None:
@@ -486,20 +532,68 @@ def covered_rows(c: StepCommit, first_message: int) -> dict[str, Any]:
 
 
 def _link(prev_hash: str, body: dict[str, Any]) -> str:
-    return hashlib.sha256((prev_hash + canonical(body)).encode()).hexdigest()
+    return _sha(prev_hash + canonical(body))
+
+
+@dataclass(frozen=True)
+class ChainedEvent:
+    """An event placed in a run's chain: its position, its links, its detail as stored."""
+
+    event: Event
+    seq: int
+    prev_hash: str
+    hash: str
+    #: ``canonical(event.detail)``: the text a SQL store writes.
+    detail_json: str
+
+    def row(self, columns: tuple[str, ...]) -> tuple[Any, ...]:
+        """The values of ``columns`` (the detail as its JSON text)."""
+        values = {**self.event.__dict__, "seq": self.seq, "prev_hash": self.prev_hash,
+                  "hash": self.hash, "detail": self.detail_json}
+        return tuple(values[c] for c in columns)
+
+    def body(self) -> dict[str, Any]:
+        """The row as a JSON-ready dict, hash included."""
+        return {**self.event.model_dump(mode="json"), "seq": self.seq,
+                "prev_hash": self.prev_hash, "hash": self.hash}
+
+
+_DETAIL = TypeAdapter(dict[str, Any])
+
+
+def _body_json(ev: Event, seq: int, prev_hash: str, detail_json: str) -> str:
+    """``canonical(body)`` of ``ev`` at ``seq`` after ``prev_hash``, from the detail's text:
+    ``cost_micros`` is the only key that sorts before ``detail``, so the detail is spliced
+    in after it and the row is encoded once. (:meth:`Event.compute_hash` is the plain
+    definition; the tests hold the two equal.)"""
+    if not math.isfinite(ev.time):  # JSON mode writes null for it: take the plain way
+        return canonical({**ev.model_dump(mode="json", exclude={"hash"}), "seq": seq,
+                          "prev_hash": prev_hash})
+    rest = {"event": ev.event, "kind": ev.kind, "prev_hash": prev_hash, "reason": ev.reason,
+            "reviewer": ev.reviewer, "run_id": ev.run_id, "seq": seq,
+            "state_after": ev.state_after, "state_before": ev.state_before, "step": ev.step,
+            "time": ev.time, "tokens": ev.tokens, "tool": ev.tool}
+    return (f'{{"cost_micros":{canonical(ev.cost_micros)},"detail":{detail_json},'
+            f"{canonical(rest)[1:]}")
+
+
+def chained(events: list[Event], prev_hash: str, next_seq: int) -> list[ChainedEvent]:
+    """``events`` continuing a run's chain from ``prev_hash`` at ``next_seq``, each hashed
+    over exactly what a store keeps."""
+    out = []
+    for seq, ev in enumerate(events, start=next_seq):
+        # The detail as JSON mode dumps it (str keys, null for NaN), as the audit reads it.
+        detail = canonical(_DETAIL.dump_python(ev.detail, mode="json"))
+        link = _sha(prev_hash + _body_json(ev, seq, prev_hash, detail))
+        out.append(ChainedEvent(ev, seq, prev_hash, link, detail))
+        prev_hash = link
+    return out
 
 
 def chain(events: list[Event], prev_hash: str, next_seq: int) -> list[dict[str, Any]]:
     """The rows of ``events`` continuing a run's chain: JSON-ready dicts with ``seq``,
     ``prev_hash`` and ``hash`` set, hashed over exactly what a store keeps."""
-    rows = []
-    for seq, ev in enumerate(events, start=next_seq):
-        body = ev.model_dump(mode="json", exclude={"hash"})
-        body["seq"], body["prev_hash"] = seq, prev_hash
-        prev_hash = _link(prev_hash, body)
-        body["hash"] = prev_hash
-        rows.append(body)
-    return rows
+    return [c.body() for c in chained(events, prev_hash, next_seq)]
 
 
 def started_as(events: list[Event], workflow: str) -> str:

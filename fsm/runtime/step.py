@@ -35,6 +35,7 @@ from fsm.records import (
     StepCommit,
     ViewRecord,
     call_subject,
+    canonical,
     covered_rows,
     fingerprint,
 )
@@ -51,7 +52,9 @@ class Step:
     def __init__(self, ctx: StepContext, run: RunState, *, step: int,
                  started: float | None = None) -> None:
         self.ctx = ctx
-        self.run = run
+        # The step's own copy, changed in place: the caller's run stays as it was loaded.
+        self.run = run.model_copy()
+        self.run.used = run.used.model_copy()
         self.step = step
         self.expected_version = run.version
         self.started = started if started is not None else time.monotonic()
@@ -66,7 +69,8 @@ class Step:
     # -- record -------------------------------------------------------------------
 
     def _set(self, **changes: Any) -> None:
-        self.run = self.run.model_copy(update=changes)
+        for name, value in changes.items():
+            setattr(self.run, name, value)
 
     @property
     def key(self) -> str:
@@ -76,13 +80,11 @@ class Step:
     def spend(self, usage: Usage, *, policy_call: bool, uses_step: bool = True) -> None:
         """Add ``usage`` to the run; a policy call counts a step unless the model never
         answered (``uses_step=False``)."""
-        used = self.run.used
-        self._set(used=used.model_copy(update={
-            "steps": used.steps + (1 if policy_call and uses_step else 0),
-            "input_tokens": used.input_tokens + usage.input_tokens,
-            "output_tokens": used.output_tokens + usage.output_tokens,
-            "cost_micros": used.cost_micros + usage.cost_micros,
-        }))
+        used = self.run.used  # the step's own copy
+        used.steps += 1 if policy_call and uses_step else 0
+        used.input_tokens += usage.input_tokens
+        used.output_tokens += usage.output_tokens
+        used.cost_micros += usage.cost_micros
         if policy_call:
             self.event("policy", cost_micros=usage.cost_micros,
                        tokens=usage.input_tokens + usage.output_tokens,
@@ -129,8 +131,10 @@ class Step:
             self.message({"role": "tool", "tool": tool, "result": self._cap(result)})
 
     def _cap(self, result: Any) -> Any:
-        text = json.dumps(result, ensure_ascii=False, sort_keys=True, default=str)
         cap = self.ctx.result_cap
+        if len(canonical(result)) <= cap // 2:
+            return result  # well within the cap however it is spaced: no second encoding
+        text = json.dumps(result, ensure_ascii=False, sort_keys=True, default=str)
         if len(text) <= cap:
             return result
         sha = hashlib.sha256(text.encode()).hexdigest()
@@ -421,10 +425,9 @@ class Step:
 
     def commit(self, *, initial: bool = False) -> StepCommit:
         elapsed = 0.0 if initial else time.monotonic() - self.started
-        used = self.run.used.model_copy(
-            update={"active_seconds": self.run.used.active_seconds + elapsed})
+        self.run.used.active_seconds += elapsed
         first_message = self.run.message_count
-        self._set(step=max(self.run.step, self.step), used=used, updated_at=self.ctx.clock(),
+        self._set(step=max(self.run.step, self.step), updated_at=self.ctx.clock(),
                   message_count=first_message + len(self.messages))
         commit = StepCommit(
             run=self.run, expected_version=self.expected_version, messages=self.messages,
@@ -435,8 +438,7 @@ class Step:
         if commit.events:
             # The last event of the commit covers every other row it writes.
             last = commit.events[-1]
-            rows = covered_rows(commit, first_message)
-            commit.events[-1] = last.model_copy(update={"detail": {**last.detail, "rows": rows}})
+            last.detail = {**last.detail, "rows": covered_rows(commit, first_message)}
         return commit
 
     def save(self) -> RunState:

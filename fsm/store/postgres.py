@@ -39,7 +39,7 @@ from fsm.records import (
     StepCommit,
     ViewRecord,
     canonical,
-    chain,
+    chained,
 )
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.columns import (
@@ -218,16 +218,16 @@ class PostgresStore(Store):
             self._decide(conn, run_id, c.decision)
         new = c.run.model_copy(update={"version": c.expected_version + 1})
         # The log continues from the head kept in the run row: a deleted tail stays a gap.
-        events = chain(c.events, row[2], row[1])
+        events = chained(c.events, row[2], row[1])
         with conn.pipeline(), conn.cursor() as cur:
             if events:
-                cur.executemany(_INSERT_EVENT, [_event_row(e) for e in events])
-            snapshot = new.model_dump_json(exclude={"version"})
+                cur.executemany(_INSERT_EVENT, [e.row(_EVENT_COLS) for e in events])
+            snapshot = c.snapshot
             cur.execute(
                 "UPDATE runs SET status = %s, version = %s, snapshot = %s, doc = %s::jsonb, "
                 "updated_at = %s, log_count = %s, log_head = %s WHERE run_id = %s",
                 (new.status, new.version, snapshot, _doc(snapshot), new.updated_at,
-                 row[1] + len(events), events[-1]["hash"] if events else row[2], run_id),
+                 row[1] + len(events), events[-1].hash if events else row[2], run_id),
             )
             self._write_rows(cur, new, c)
         return new
@@ -237,11 +237,11 @@ class PostgresStore(Store):
         if c.messages:
             base = new.message_count - len(c.messages)
             cur.executemany("INSERT INTO messages (run_id, idx, body) VALUES (%s, %s, %s)",
-                            [(run_id, base + i, canonical(m)) for i, m in enumerate(c.messages)])
+                            [(run_id, base + i, body) for i, body in enumerate(c.message_bodies)])
         if c.view is not None:
             cur.execute("INSERT INTO views (run_id, step, body) VALUES (%s, %s, %s) "
                         "ON CONFLICT (run_id, step) DO UPDATE SET body = EXCLUDED.body",
-                        (run_id, c.view.step, c.view.model_dump_json()))
+                        (run_id, c.view.step, c.view_body))
         for key, (result, error) in c.effects_done.items():
             text = canonical(result)
             cur.execute("UPDATE effects SET status = 'DONE', result = %s, "
@@ -541,11 +541,6 @@ def _run(row: tuple[Any, ...]) -> RunState:
     data = json.loads(row[0])
     data["version"] = row[1]
     return RunState.model_validate(data)
-
-
-def _event_row(body: dict[str, Any]) -> tuple[Any, ...]:
-    """A chained event (see :func:`fsm.records.chain`) as the row's values."""
-    return tuple(canonical(body[k]) if k == "detail" else body[k] for k in _EVENT_COLS)
 
 
 def _effect(row: tuple[Any, ...]) -> Effect:

@@ -36,7 +36,7 @@ from fsm.records import (
     StepCommit,
     ViewRecord,
     canonical,
-    chain,
+    chained,
 )
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.columns import ACCOUNT_COLUMNS, APPROVAL_COLUMNS, EVENT_COLUMNS
@@ -225,18 +225,17 @@ class SQLiteStore(Store):
         db.execute(
             "UPDATE runs SET status = ?, version = ?, snapshot = ?, updated_at = ?, "
             "log_count = ?, log_head = ? WHERE run_id = ?",
-            (new.status, new.version, new.model_dump_json(exclude={"version"}),
-             new.updated_at, count, head, run_id),
+            (new.status, new.version, c.snapshot, new.updated_at, count, head, run_id),
         )
         if c.messages:
             base = new.message_count - len(c.messages)
             db.executemany(
                 "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
-                [(run_id, base + i, canonical(m)) for i, m in enumerate(c.messages)],
+                [(run_id, base + i, body) for i, body in enumerate(c.message_bodies)],
             )
         if c.view is not None:
             db.execute("INSERT OR REPLACE INTO views (run_id, step, body) VALUES (?, ?, ?)",
-                       (run_id, c.view.step, c.view.model_dump_json()))
+                       (run_id, c.view.step, c.view_body))
         for key, (result, error) in c.effects_done.items():
             db.execute(
                 "UPDATE effects SET status = 'DONE', result = ?, error = ?, finished_at = ? "
@@ -252,13 +251,10 @@ class SQLiteStore(Store):
     def _append_events(self, db: sqlite3.Connection, run_id: str, events: list[Event],
                        count: int, head: str) -> tuple[int, str]:
         """Chain ``events`` onto the log; the new (count, head)."""
-        rows = []
-        for body in chain(events, head, count):
-            body["detail"] = canonical(body["detail"])
-            rows.append(tuple(body[k] for k in _EVENT_COLS))
+        rows = chained(events, head, count)
         if rows:
-            head = body["hash"]
-            db.executemany(_INSERT_EVENT, rows)
+            head = rows[-1].hash
+            db.executemany(_INSERT_EVENT, [r.row(_EVENT_COLS) for r in rows])
         return count + len(rows), head
 
     def _approvals(self, db: sqlite3.Connection, run_id: str, c: StepCommit) -> None:
