@@ -5,7 +5,7 @@ VENV := .venv$(if $(filter-out python3,$(PY)),-$(notdir $(PY)))
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-fleet test check bench diagrams clean
+.PHONY: demo demo-fleet test test-core check bench diagrams clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,10 @@ demo-fleet: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The core alone: no PostgreSQL, no workers, no inbox (see the markers in tests/conftest.py).
+test-core: $(STAMP)
+	$(BIN)/python -m pytest -m "not postgres and not services"
 
 check: $(STAMP)
 	$(BIN)/ruff check fsm workflows tests bench

@@ -22,6 +22,23 @@ from workflows.refund import Shop, build
 #: ``server`` and ``no_model_env``, for the tests against the fake OpenAI server.
 pytest_plugins = ["openai_fixtures"]
 
+#: Test files of the services built on the runtime: the workers and the inbox.
+_SERVICE_FILES = ("test_worker_", "test_fleet_", "test_web_", "test_browser_")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what needs PostgreSQL (``postgres``) and what tests the workers and the inbox
+    (``services``), so that ``pytest -m "not postgres and not services"`` runs the core:
+    the runtime, the stores on SQLite and memory, the CLI, the audit, the definitions."""
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if "pg_server" in getattr(item, "fixturenames", ()) or (
+                callspec is not None and "postgres" in callspec.id.split("-")) or \
+                item.path.name.startswith("test_postgres_"):
+            item.add_marker(pytest.mark.postgres)
+        if item.path.name.startswith(_SERVICE_FILES):
+            item.add_marker(pytest.mark.services)
+
 
 @pytest.fixture(autouse=True)
 def close_connections(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
