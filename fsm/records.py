@@ -59,17 +59,24 @@ EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 Verdict = Literal["approved", "denied", "expired"]
 
 
-def _canonical_encoder() -> Any:
-    """The C encoder ``json.dumps`` would build for :func:`canonical`, built once (building
-    it for every call costs as much as encoding a log row). Without a circular-reference
-    check, so it can be shared between threads: the values are rows and transcripts."""
+def _not_json(value: Any) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+def _c_encoder(default: Any, sort_keys: bool, allow_nan: bool) -> Any:
+    """The C encoder ``json.dumps`` would build, built once (building it for every call
+    costs as much as encoding a log row); ``None`` on an interpreter without it. Without
+    a circular-reference check, so it can be shared between threads: a circular value
+    fails with ``RecursionError``."""
     make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # an interpreter without the C accelerator
+    if make is None:
         return None
-    return make(None, str, json.encoder.encode_basestring, None, ":", ",", True, False, True)
+    return make(None, default, json.encoder.encode_basestring, None, ":", ",", sort_keys,
+                False, allow_nan)
 
 
-_CANONICAL = _canonical_encoder()
+_CANONICAL = _c_encoder(str, True, True)
+_STRICT = _c_encoder(_not_json, False, False)
 
 
 def canonical(value: Any) -> str:
@@ -78,6 +85,15 @@ def canonical(value: Any) -> str:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                           default=str)
     return "".join(_CANONICAL(value, 0))
+
+
+def check_plain_json(value: Any) -> None:
+    """Raise ``TypeError``, ``ValueError`` or ``RecursionError`` unless ``value`` is plain
+    JSON: dicts, lists, strings, finite numbers, booleans and null."""
+    if _STRICT is None:
+        json.dumps(value, allow_nan=False)
+    else:
+        _STRICT(value, 0)
 
 
 def text_json(value: Any) -> str:

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,7 @@ from fsm.records import (
     canonical,
     chain,
     chained,
+    check_plain_json,
     covered_rows,
     fingerprint,
     snapshot_hash,
@@ -57,6 +59,27 @@ def test_canonical_matches_on_the_odd_cases() -> None:
            float("nan"), {"b": [], "a": {}}, "", 2**70]
     for value in odd:
         assert canonical(value) == plain(value), value
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_plain_json_is_what_json_dumps_accepts_without_nan(value: Any) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        with pytest.raises(ValueError):
+            check_plain_json(value)
+    else:
+        check_plain_json(value)
+
+
+def test_plain_json_refuses_what_is_not_json() -> None:
+    circular: list[Any] = []
+    circular.append(circular)
+    for bad, error in [({"a": {1, 2}}, TypeError), ([object()], TypeError),
+                       ({"x": float("inf")}, ValueError), (circular, RecursionError)]:
+        with pytest.raises(error):
+            check_plain_json(bad)
 
 
 events = st.builds(

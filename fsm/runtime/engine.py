@@ -9,7 +9,6 @@ model and an event in the log.
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 import time
 from typing import Any
@@ -30,6 +29,7 @@ from fsm.records import (
     Budgets,
     Effect,
     RunState,
+    check_plain_json,
     new_id,
 )
 from fsm.runtime import review
@@ -317,7 +317,7 @@ def usable(raw: Any) -> Action:
     except Exception as exc:
         return Action(problem=f"unusable policy output: {type(exc).__name__}: {exc}")
     try:
-        json.dumps([action.args, action.final, action.text], allow_nan=False)
+        check_plain_json([action.args, action.final, action.text])
     except (TypeError, ValueError, RecursionError) as exc:
         return Action(tool=action.tool, usage=action.usage,
                       problem=f"unusable policy output: arguments are not plain JSON ({exc})")
