@@ -16,7 +16,6 @@ import json.encoder
 import math
 import uuid
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
@@ -96,6 +95,20 @@ def check_plain_json(value: Any) -> None:
         _STRICT(value, 0)
 
 
+_ANY = TypeAdapter(Any)
+
+
+def json_value(value: Any) -> Any:
+    """``value`` as it reads back from a store: JSON types only, string keys (a tool may
+    return ``{9: ..., 10: ...}``, a tuple, a datetime). Recording this, not the raw value,
+    keeps the transcript a process holds equal to the one a resumed process reads, and
+    the row hashes equal to what the audit computes from the rows."""
+    try:
+        return _ANY.dump_python(value, mode="json")
+    except (ValueError, TypeError):  # a type pydantic cannot serialise: as the store would
+        return json.loads(canonical(value))
+
+
 def text_json(value: Any) -> str:
     """JSON for text a model or a person reads: sorted keys, spaces kept, UTF-8 kept."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
@@ -130,7 +143,7 @@ class Budgets(BaseModel):
     #: Input plus output tokens.
     max_tokens: int | None = None
     #: Seconds spent inside steps (time waiting for a person does not count).
-    max_active_seconds: float | None = None
+    max_active_seconds: float | None = Field(default=None, allow_inf_nan=False)
 
 
 class Used(BaseModel):
@@ -468,22 +481,36 @@ class StepCommit:
     #: unless this owner still holds the run's lease. ``None``: no check.
     owner: str | None = None
 
-    # The text of each row, encoded once: the log's row hashes and the store use it.
+    # The text of each row, encoded on first use and then kept: the log's row hashes and
+    # the store both use it. (Not functools.cached_property: on Python 3.11 it takes one
+    # lock for all instances, and a worker's threads commit at once.)
+    _texts: dict[str, Any] = field(default_factory=dict, init=False, repr=False,
+                                   compare=False)
 
-    @cached_property
+    @property
     def snapshot(self) -> str:
         """The run row's snapshot (:func:`snapshot_json`)."""
-        return snapshot_json(self.run)
+        text = self._texts.get("snapshot")
+        if text is None:
+            text = self._texts["snapshot"] = snapshot_json(self.run)
+        return text  # type: ignore[no-any-return]
 
-    @cached_property
+    @property
     def message_bodies(self) -> list[str]:
         """The canonical JSON of each new message."""
-        return [canonical(m) for m in self.messages]
+        bodies = self._texts.get("messages")
+        if bodies is None:
+            bodies = self._texts["messages"] = [canonical(m) for m in self.messages]
+        return bodies  # type: ignore[no-any-return]
 
-    @cached_property
+    @property
     def view_body(self) -> str | None:
         """The canonical JSON of the view record."""
-        return None if self.view is None else canonical(self.view.model_dump(mode="json"))
+        if "view" not in self._texts:
+            self._texts["view"] = (None if self.view is None
+                                   else canonical(self.view.model_dump(mode="json")))
+        body: str | None = self._texts["view"]
+        return body
 
 
 # -- what the log covers ----------------------------------------------------------------
@@ -582,7 +609,7 @@ def _body_json(ev: Event, seq: int, prev_hash: str, detail_json: str) -> str:
     ``cost_micros`` is the only key that sorts before ``detail``, so the detail is spliced
     in after it and the row is encoded once. (:meth:`Event.compute_hash` is the plain
     definition; the tests hold the two equal.)"""
-    if not math.isfinite(ev.time):  # JSON mode writes null for it: take the plain way
+    if not math.isfinite(ev.time):  # as JSON mode has it, whatever pydantic's settings
         return canonical({**ev.model_dump(mode="json", exclude={"hash"}), "seq": seq,
                           "prev_hash": prev_hash})
     rest = {"event": ev.event, "kind": ev.kind, "prev_hash": prev_hash, "reason": ev.reason,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm.errors import InvalidRunState, RunError
+from pydantic import ValidationError
+
+from fsm.errors import InvalidRunState, RunError, validation_summary
 from fsm.records import Budgets, RunState
 
 #: Budget fields an operator may raise, with what the run has used of each.
@@ -48,4 +50,9 @@ def raised_budgets(run: RunState, limits: dict[str, Any],
                 f"run {run.run_id!r}: {name} {limit:g} is not above what the run has used "
                 f"({used:g}); give a larger limit", run_id=run.run_id)
         changes[name] = [current[name], limit]
-    return run.budgets.model_copy(update=limits), changes
+    try:
+        budgets = Budgets.model_validate({**current, **limits})
+    except ValidationError as exc:
+        raise RunError(f"run {run.run_id!r}: {validation_summary(exc, 'budgets')}",
+                       run_id=run.run_id) from None
+    return budgets, changes

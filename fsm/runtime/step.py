@@ -38,6 +38,7 @@ from fsm.records import (
     canonical,
     covered_rows,
     fingerprint,
+    json_value,
 )
 from fsm.runtime import gate
 from fsm.runtime.context import StepContext
@@ -142,6 +143,10 @@ class Step:
         return {"excerpt": text[:cap], "artifact": f"artifact:{sha}", "chars": len(text)}
 
     def event(self, kind: EventKind, **fields: Any) -> None:
+        reason = fields.get("reason")
+        if reason and "\x00" in reason:
+            # Free text (an exception's message): PostgreSQL text cannot hold a NUL.
+            fields["reason"] = reason.replace("\x00", "\\x00")
         fields.setdefault("state_before", self.run.state)
         fields.setdefault("state_after", self.run.state)
         self.events.append(Event(run_id=self.run.run_id, step=self.step,
@@ -246,19 +251,22 @@ class Step:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         fault("after_tool_before_commit", self.step)
+        recorded = json_value(result)  # what the store will read back
         if tool.write and key is not None:
-            self.effects_done[key] = (result, error)
+            self.effects_done[key] = (recorded, error)
         self.event("tool", tool=tool_name, detail={"args": args_dict, "key": key, "error": error})
         if self.ctx.max_repeats is not None:
             self._set(recent_calls=gate.remembered(self.run.recent_calls, tool_name, args_dict))
-        self._finish_call(tool, args, result, error)
+        self._finish_call(tool, args, result, error, recorded)
 
     def _finish_call(self, tool: ToolSpec, args: BaseModel, result: Any,
-                     error: str | None) -> None:
+                     error: str | None, recorded: Any = None) -> None:
+        """Record the call's result (``recorded``: its JSON form, by default ``result``,
+        read back from the store) and give the workflow's hooks the result itself."""
         if error is not None:
             self.tool_result(tool.name, error=error)
             return
-        self.tool_result(tool.name, result=result)
+        self.tool_result(tool.name, result=result if recorded is None else recorded)
         try:
             if tool.remember is not None:
                 self._set(facts={**self.run.facts,

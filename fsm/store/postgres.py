@@ -65,7 +65,10 @@ _INSERT_APPROVAL = (f"INSERT INTO approvals ({', '.join(_APPROVAL_COLS)}, args_d
 
 
 def _doc(text: str) -> str:
-    """The JSONB copy of JSON ``text``: JSONB cannot hold U+0000 (U+FFFD stands in)."""
+    """The JSONB copy of JSON ``text``: JSONB cannot hold U+0000 (U+FFFD stands in), nor
+    NaN or an infinity (null stands in; the text column keeps them)."""
+    if "NaN" in text or "Infinity" in text:
+        text = canonical(json.loads(text, parse_constant=lambda _: None))
     return text.replace("\\u0000", "\\ufffd")
 
 

@@ -1,0 +1,106 @@
+"""Values that are not plain JSON are recorded as the store reads them back.
+
+A tool may return a dict with integer keys, a tuple, a datetime, NaN; a policy may fail
+with a NUL in its message; an operator may ask for an infinite budget. On SQLite and on
+PostgreSQL the run goes on, the transcript the engine holds is the one a new process
+reads, and the audit finds the log intact.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fsm import Action, Budgets, Engine, RunError, ToolSpec, define_workflow
+from fsm.auditor.audit import audit
+from fsm.store import SQLiteStore
+from fsm.store.base import Store
+from fsm.store.postgres import PostgresStore
+
+ODD_RESULTS = {
+    "int keys": {9: "nine", 10: "ten", 2: "two"},
+    "float keys": {2.0: "a", 10.0: "b"},
+    "tuple, datetime, set, NaN, a huge int": {
+        "pair": (1, 2), "when": dt.datetime(2026, 12, 1, 9, 30), "tags": {3},
+        "ratio": float("nan"), "big": 2**80, "nul": "a\x00b"},
+}
+
+
+class NoArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def workflow(result: Any, *, write: bool = False) -> Any:
+    return define_workflow(
+        "odd", transitions={"looking": {"finish": "done"}}, terminal={"done"},
+        tools_by_state={"looking": ["look"]}, initial="looking",
+        tools=[ToolSpec("look", lambda args, ctx: result, "Look.", NoArgs, write=write,
+                        retry_safe=True)],
+    )
+
+
+def look_then_finish(view: Any) -> Action:
+    if not any(m.get("role") == "tool" and m.get("tool") == "look" for m in view.messages):
+        return Action(tool="look", args={})
+    return Action(tool="advance", args={"event": "finish"})
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        with SQLiteStore(str(tmp_path / "odd.db")) as s:
+            yield s
+    else:
+        s = PostgresStore(request.getfixturevalue("pg_url"))
+        try:
+            yield s
+        finally:
+            s.close()
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["read", "write"])
+@pytest.mark.parametrize("case", list(ODD_RESULTS))
+def test_an_odd_tool_result_is_kept_as_it_reads_back_and_audits_clean(
+        any_store: Store, case: str, write: bool) -> None:
+    engine = Engine(workflow(ODD_RESULTS[case], write=write), any_store, look_then_finish)
+    run = engine.start("go", run_id="r1")
+    assert run.status == "done"
+    report = audit(any_store, "r1")
+    assert report.ok, report.problems
+    held = engine._transcripts.of("r1")
+    assert held == any_store.messages("r1")  # what a resumed process would read
+    result = next(m["result"] for m in held if m.get("role") == "tool" and m["tool"] == "look")
+    if case == "int keys":
+        assert result == {"2": "two", "9": "nine", "10": "ten"}
+    if write:
+        effect = any_store.effect("r1:1")
+        assert effect is not None and effect.result == result
+
+
+def test_a_policy_error_with_a_nul_is_recorded(any_store: Store) -> None:
+    def broken(view: Any) -> Action:
+        raise RuntimeError("bad\x00byte")
+
+    run = Engine(workflow({}), any_store, broken).start("go", run_id="r1")
+    assert run.status == "failed" and "bad" in (run.reason or "")
+    stop = [e for e in any_store.events("r1") if e.kind == "stop"][-1]
+    assert stop.reason == "policy raised RuntimeError: bad\\x00byte"
+    assert audit(any_store, "r1").ok
+
+
+def test_an_infinite_or_nan_time_budget_is_refused(any_store: Store) -> None:
+    for bad in (math.inf, math.nan):
+        with pytest.raises(ValidationError, match="finite"):
+            Budgets(max_active_seconds=bad)
+    engine = Engine(workflow({}), any_store, look_then_finish, budgets=Budgets(max_steps=1))
+    assert engine.start("go", run_id="r1").status == "budget_exhausted"
+    with pytest.raises(RunError, match="finite"):
+        engine.raise_budgets("r1", {"max_active_seconds": math.inf}, by="ops")
+    assert engine.raise_budgets("r1", {"max_steps": 5}, by="ops").status == "running"
+    assert engine.resume("r1").status == "done" and audit(any_store, "r1").ok
