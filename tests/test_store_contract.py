@@ -508,6 +508,15 @@ def test_claim_runnable_takes_each_free_running_run_once(store: Store) -> None:
     assert lease is not None and (lease.owner, lease.until) == (W2, 1070.5)
 
 
+def test_a_claim_for_one_workflow_is_not_crowded_out_by_others(store: Store) -> None:
+    for i in range(25):  # older runnable runs of another workflow than the worker's
+        store.create_run(new_run(f"other-{i}", workflow="elsewhere"))
+    created(store, "mine")
+    got = store.claim_runnable(W1, 1010.0, 30.0, workflows=["wf"], limit=1)
+    assert [c.run_id for c in got] == ["mine"]
+    assert store.lease("other-0") is None
+
+
 def test_nul_characters_and_unicode_read_back_exactly(store: Store) -> None:
     """A model may put U+0000 anywhere; PostgreSQL's JSONB cannot hold it, the store must."""
     odd = "a\x00b ₹350 \\u0000 \u2028"

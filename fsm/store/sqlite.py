@@ -451,17 +451,19 @@ class SQLiteStore(Store):
     def claim_runnable(self, owner: str, now: float, ttl: float, *,
                        workflows: list[str] | None = None, limit: int = 1) -> list[Claimed]:
         out: list[Claimed] = []
+        only = f" AND workflow IN ({', '.join('?' * len(workflows))})" if workflows else ""
         with self._tx() as db:
             rows = db.execute(
                 "SELECT run_id, workflow, lease_owner, lease_until FROM runs "
                 "WHERE status = 'running' AND (lease_owner IS NULL OR lease_until <= ? "
-                "OR lease_owner LIKE ?) ORDER BY lease_until IS NOT NULL, lease_until, updated_at "
-                "LIMIT ?", (now, this_host_prefix() + "%", limit * 2 + 16),
+                f"OR lease_owner LIKE ?){only} "
+                "ORDER BY lease_until IS NOT NULL, lease_until, updated_at LIMIT ?",
+                (now, this_host_prefix() + "%", *(workflows or ()), limit * 2 + 16),
             ).fetchall()
             for run_id, workflow, held, until in rows:
                 if len(out) >= limit:
                     break
-                if (workflows and workflow not in workflows) or _held(held, until, now):
+                if _held(held, until, now):
                     continue
                 db.execute("UPDATE runs SET lease_owner = ?, lease_at = ?, lease_until = ? "
                            "WHERE run_id = ?", (owner, now, now + ttl, run_id))
