@@ -164,18 +164,18 @@ class OpenAIPolicy:
             raise ModelConfigError(f"FSM_TOOL_CHOICE must be 'auto' or 'off', got {choice!r}")
         if choice == "off":
             self.unforced = {"function", "required"}
+        #: Set once the server sent a reply without ``usage`` (warned about once).
         self._warned_usage = False
-
-    #: Set once the server sent a reply without ``usage`` (warned about once).
 
     # -- the policy -------------------------------------------------------------------
 
     def __call__(self, view: View) -> Action:
-        body = self.request_for(view)
-        forced = None
         kind = self.force_kind(view)
+        body = translate.request_body(view, self.model, self.options, force=kind)
+        forced = None
         if "tool_choice" in body and "tool_choice" not in self.options and kind is not None:
-            fallback = translate.request_body(view, self.model, self.options, force=None)
+            # The retry without tool_choice is the same request less that field.
+            fallback = {k: v for k, v in body.items() if k != "tool_choice"}
             forced = _Forced(kind, body["tool_choice"], fallback)
         response, usage = self._send(body, forced)
         return translate.action_from_response(response, view, usage)
