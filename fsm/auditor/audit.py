@@ -53,18 +53,19 @@ def audit(store: Store, run_id: str) -> AuditReport:
         report.problems.append(f"event seq {events[-1].seq}: not the head the run row records")
     report.problems.extend(_consistency(run.state, run.status, run.used.steps,
                                         run.used.cost_micros, events))
-    report.problems.extend(_approvals(store, run_id, events))
-    report.problems.extend(_effects(store, run_id, events))
-    report.problems.extend(_covered(store, run, events))
+    approvals = store.approvals(run_id, pending_only=False)
+    effects = store.effects(run_id)
+    report.problems.extend(_approvals(approvals, events))
+    report.problems.extend(_effects(effects, events))
+    report.problems.extend(_covered(store, run, events, approvals, effects))
     report.head = head
     return report
 
 
-def _approvals(store: Store, run_id: str, events: list[Event]) -> list[str]:
+def _approvals(rows: list[Approval], events: list[Event]) -> list[str]:
     """Every decision in the log matches the approvals table, and the other way round."""
     out = []
     logged = {e.detail.get("approval_id"): e for e in events if e.kind == "decision"}
-    rows = store.approvals(run_id, pending_only=False)
     for a in rows:
         e = logged.get(a.approval_id)
         if a.decision is None:
@@ -83,11 +84,11 @@ def _approvals(store: Store, run_id: str, events: list[Event]) -> list[str]:
     return out
 
 
-def _effects(store: Store, run_id: str, events: list[Event]) -> list[str]:
+def _effects(rows: list[Effect], events: list[Event]) -> list[str]:
     """Every finished write has its tool event in the log, with the same arguments."""
     out = []
     calls = {e.detail.get("key"): e for e in events if e.kind == "tool" and e.detail.get("key")}
-    for eff in store.effects(run_id):
+    for eff in rows:
         if eff.status != "DONE":
             continue
         e = calls.get(eff.key)
@@ -121,7 +122,8 @@ def _consistency(state: str, status: str, steps: int, cost: int, events: list[Ev
 
 # -- the rows each commit's last event covers -------------------------------------------
 
-def _covered(store: Store, run: RunState, events: list[Event]) -> list[str]:
+def _covered(store: Store, run: RunState, events: list[Event], approval_rows: list[Approval],
+             effect_rows: list[Effect]) -> list[str]:
     """Every row a commit wrote still has the hash its last log event recorded."""
     covering = [e for e in events if "rows" in e.detail]
     if not covering:
@@ -133,8 +135,8 @@ def _covered(store: Store, run: RunState, events: list[Event]) -> list[str]:
                    "(facts, user, status or budgets changed outside a step)")
     messages = store.messages(run.run_id)
     views: dict[int, ViewRecord | None] = {}
-    effects = {e.key: e for e in store.effects(run.run_id)}
-    approvals = {a.approval_id: a for a in store.approvals(run.run_id, pending_only=False)}
+    effects = {e.key: e for e in effect_rows}
+    approvals = {a.approval_id: a for a in approval_rows}
     for e in covering:
         rows = e.detail["rows"]
         out += _covered_messages(e, rows, messages)
