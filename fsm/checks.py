@@ -78,11 +78,15 @@ class Check:
     guards: dict[str, Any]
     payloads: dict[str, type[BaseModel]]
     invariants: Any
-    states: tuple[str, ...] = ()
-    terminal: frozenset[str] = field(default_factory=frozenset)
+    states: tuple[str, ...] = field(init=False)
+    terminal: frozenset[str] = field(init=False)
     #: Targets declared nowhere; reported once, then treated as ends so that no
     #: other check repeats the mistake.
-    undeclared: dict[str, list[str]] = field(default_factory=dict)
+    undeclared: dict[str, list[str]] = field(init=False, default_factory=dict)
+    #: Every event of the table.
+    events: set[str] = field(init=False)
+    #: Where a run may end: terminal and finish states, and the undeclared targets.
+    ends: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
         t = self.t
@@ -96,10 +100,8 @@ class Check:
         ends = t.terminal if t.terminal is not None else frozenset(
             s for s, ev in t.transitions.items() if not ev and s not in t.finish_states)
         self.terminal = frozenset(ends) | t.handed_over_states
-
-    @property
-    def events(self) -> set[str]:
-        return {e for ev in self.t.transitions.values() for e in ev}
+        self.events = {e for ev in t.transitions.values() for e in ev}
+        self.ends = self.terminal | t.finish_states | set(self.undeclared)
 
     def problems(self) -> list[str]:
         out: list[str] = []
@@ -136,8 +138,7 @@ class Check:
         return out
 
     def _dead_ends(self) -> list[str]:
-        ends = self.terminal | self.t.finish_states | set(self.undeclared)
-        dead = [s for s in self.states if s not in ends and not self.t.transitions.get(s)]
+        dead = [s for s in self.states if s not in self.ends and not self.t.transitions.get(s)]
         out = []
         if dead:
             out.append(f"non-terminal states with no way out: {quoted(dead)} "
@@ -160,8 +161,7 @@ class Check:
         for src, dsts in graph.items():
             for d in dsts:
                 reverse[d].add(src)
-        ends = self.terminal | self.t.finish_states | set(self.undeclared)
-        stuck = [s for s in self.states if s not in closure(sorted(ends), reverse)]
+        stuck = [s for s in self.states if s not in closure(sorted(self.ends), reverse)]
         if stuck:
             out.append(f"these states cannot reach a terminal state: {quoted(stuck)}")
         return out

@@ -81,7 +81,8 @@ def check_names(diagram: Diagram, invariants: Iterable[object]) -> None:
     problems += [f"invariants[{i}] is a {type(inv).__name__}, which has references() but "
                  "no check(graph): derive it from fsm.auditor.verify.Invariant"
                  for i, inv in enumerate(chosen)
-                 if hasattr(inv, "references") and not isinstance(inv, Invariant)]
+                 if callable(getattr(inv, "references", None))
+                 and not isinstance(inv, Invariant)]
     if problems:
         raise InvariantError(diagram.workflow, problems)
 

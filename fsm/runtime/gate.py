@@ -13,7 +13,6 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from fsm.errors import validation_summary
-from fsm.machine import machine_for
 from fsm.policy import Action
 from fsm.records import RunState, fingerprint
 from fsm.runtime.context import StepContext
@@ -116,7 +115,7 @@ def _event(spec: WorkflowSpec, state: str, args: dict[str, Any]) -> Decision:
     if event in spec.tool_events:
         return Refuse(f"event {event!r} is fired by the tool that reports it, not by the "
                       f"model (allowed: {_listing(allowed)})", tool=ADVANCE, event=event)
-    if event not in machine_for(spec).triggers(state):
+    if event not in allowed:
         return Refuse(f"event {event!r} is not allowed in state {state!r} "
                       f"(allowed: {_listing(allowed)})", tool=ADVANCE, event=event)
     model = spec.payloads.get(event)
