@@ -29,6 +29,7 @@ ODD_RESULTS = {
     "tuple, datetime, set, NaN, a huge int": {
         "pair": (1, 2), "when": dt.datetime(2026, 12, 1, 9, 30), "tags": {3},
         "ratio": float("nan"), "big": 2**80, "nul": "a\x00b"},
+    "a bare NaN": float("nan"),
 }
 
 
@@ -91,6 +92,19 @@ def test_a_policy_error_with_a_nul_is_recorded(any_store: Store) -> None:
     assert run.status == "failed" and "bad" in (run.reason or "")
     stop = [e for e in any_store.events("r1") if e.kind == "stop"][-1]
     assert stop.reason == "policy raised RuntimeError: bad\\x00byte"
+    assert audit(any_store, "r1").ok
+
+
+def test_a_refused_tool_name_with_a_nul_is_recorded(any_store: Store) -> None:
+    def odd_name(view: Any) -> Action:
+        if len(view.messages) < 3:
+            return Action(tool="lo\x00ok", args={})
+        return Action(tool="advance", args={"event": "finish"})
+
+    run = Engine(workflow({}), any_store, odd_name).start("go", run_id="r1")
+    assert run.status == "done"
+    refusal = next(e for e in any_store.events("r1") if e.kind == "refusal")
+    assert refusal.tool == "lo\\x00ok"
     assert audit(any_store, "r1").ok
 
 

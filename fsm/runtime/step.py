@@ -9,7 +9,6 @@ review verdict, a compaction plan) and the step applies them.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from typing import Any
 
@@ -39,12 +38,16 @@ from fsm.records import (
     covered_rows,
     fingerprint,
     json_value,
+    text_json,
 )
 from fsm.runtime import gate
 from fsm.runtime.context import StepContext
 from fsm.runtime.review import Ruling, approved_binding_problem, bound_records
 from fsm.spec import ADVANCE
 from fsm.tools import ToolContext, ToolSpec
+
+#: Event columns that may hold text from the model or an exception (a refused tool name).
+_FREE_TEXT = ("tool", "event", "reason", "reviewer")
 
 
 class Step:
@@ -135,7 +138,7 @@ class Step:
         cap = self.ctx.result_cap
         if len(canonical(result)) <= cap // 2:
             return result  # well within the cap however it is spaced: no second encoding
-        text = json.dumps(result, ensure_ascii=False, sort_keys=True, default=str)
+        text = text_json(result)
         if len(text) <= cap:
             return result
         sha = hashlib.sha256(text.encode()).hexdigest()
@@ -143,10 +146,11 @@ class Step:
         return {"excerpt": text[:cap], "artifact": f"artifact:{sha}", "chars": len(text)}
 
     def event(self, kind: EventKind, **fields: Any) -> None:
-        reason = fields.get("reason")
-        if reason and "\x00" in reason:
-            # Free text (an exception's message): PostgreSQL text cannot hold a NUL.
-            fields["reason"] = reason.replace("\x00", "\\x00")
+        for name in _FREE_TEXT:
+            text = fields.get(name)
+            if text and "\x00" in text:
+                # Text the model or an exception chose: PostgreSQL text cannot hold a NUL.
+                fields[name] = text.replace("\x00", "\\x00")
         fields.setdefault("state_before", self.run.state)
         fields.setdefault("state_after", self.run.state)
         self.events.append(Event(run_id=self.run.run_id, step=self.step,
@@ -236,7 +240,8 @@ class Step:
             if existing is not None:
                 if existing.status == "DONE":
                     self.event("tool", tool=tool_name, detail={"key": key, "replayed": True})
-                    self._finish_call(tool, args, existing.result, existing.error)
+                    self._finish_call(tool, args, existing.result, existing.error,
+                                      existing.result)
                     return
                 if not tool.retry_safe:
                     self.stop("handed_over", f"in doubt: {tool_name} {key}")
@@ -260,13 +265,13 @@ class Step:
         self._finish_call(tool, args, result, error, recorded)
 
     def _finish_call(self, tool: ToolSpec, args: BaseModel, result: Any,
-                     error: str | None, recorded: Any = None) -> None:
-        """Record the call's result (``recorded``: its JSON form, by default ``result``,
-        read back from the store) and give the workflow's hooks the result itself."""
+                     error: str | None, recorded: Any) -> None:
+        """Record the call's result (``recorded``: its JSON form, as the store reads it
+        back) and give the workflow's hooks the result itself."""
         if error is not None:
             self.tool_result(tool.name, error=error)
             return
-        self.tool_result(tool.name, result=result if recorded is None else recorded)
+        self.tool_result(tool.name, result=recorded)
         try:
             if tool.remember is not None:
                 self._set(facts={**self.run.facts,
