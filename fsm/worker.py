@@ -38,7 +38,7 @@ from fsm.records import (
     ViewRecord,
     started_as,
 )
-from fsm.registry import default_policy, load_policy, load_workflow
+from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
 from fsm.spec import WorkflowSpec
@@ -300,15 +300,10 @@ class Worker:
             yield bound
 
 
-def _policy(ref: str, spec: WorkflowSpec, recorded: str, start: dict[str, Any]) -> Any:
-    if recorded.startswith("model:"):
-        from fsm.adapters.openai import OpenAIPolicy  # only a model-driven run needs it
+def _policy(ref: str, spec: WorkflowSpec, name: str, start: dict[str, Any]) -> Any:
+    from fsm.adapters.recorded import recorded_policy  # imports the model adapter
 
-        return OpenAIPolicy(spec, recorded.removeprefix("model:"),
-                            base_url=start.get("base_url"))
-    if recorded != "default":
-        return load_policy(recorded)
-    found = default_policy(ref)
+    found = recorded_policy(ref, spec, start, name)
     if found is None:
         raise WorkflowNotFound(f"workflow {ref!r} ships no default policy; start the worker "
                                "with --policy module:attr")

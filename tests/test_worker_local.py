@@ -135,3 +135,22 @@ def test_passwords_are_kept_out_of_messages() -> None:
     with pytest.raises(StoreError) as info:
         open_store("postgresql://bob:s3cret@127.0.0.1:1/db")
     assert "s3cret" not in str(info.value) and "bob:***@" in str(info.value)
+
+
+def test_a_worker_and_the_inbox_drive_a_model_run_with_the_server_and_timeout_it_recorded(
+        shop: Shop) -> None:
+    """``fsm run --model M --base-url U --timeout T`` records all three; whoever resumes the
+    run (a worker, an approval in the inbox) asks the same server with the same patience."""
+    from fsm.adapters.recorded import recorded_policy
+
+    store = MemoryStore()
+    meta = {"workflow_ref": "refund", "policy": "model:qwen",
+            "base_url": "http://127.0.0.1:9/v1", "timeout": 300.0}
+    run = Engine(build(shop), store, clerk).start("Order A-1001: broken", run_id="m1",
+                                                   drive=False, meta=meta)
+    events = store.events("m1")
+    _, by_worker = Worker(store)._parts(run, events)
+    by_inbox = recorded_policy("refund", build(shop), events[0].detail)
+    for policy in (by_worker, by_inbox):
+        assert (policy.model, policy.base_url, policy.timeout) == \
+            ("qwen", "http://127.0.0.1:9/v1", 300.0)

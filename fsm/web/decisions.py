@@ -9,7 +9,6 @@ run — is :meth:`fsm.runtime.engine.Engine.decide`, exactly as ``fsm approve`` 
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -29,21 +28,13 @@ from fsm.errors import (
 )
 from fsm.presentation import PLAIN
 from fsm.records import Approval, RunState, canonical, started_as
-from fsm.registry import default_policy, load_policy, load_workflow
+from fsm.records import utc as iso
+from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Account
-
-
-def iso(t: float | None) -> str:
-    if t is None:
-        return ""
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-
 
 # -- the workflow of a run, and what its pause asks ---------------------------------------
 
@@ -99,24 +90,6 @@ def describe(spec: WorkflowSpec | None, run: RunState, approval: Approval) -> As
 
 # -- deciding -------------------------------------------------------------------------------
 
-PolicyFactory = Callable[[str, WorkflowSpec, RunState, Store], Any]
-
-
-def recorded_policy(ref: str, spec: WorkflowSpec, run: RunState, store: Store) -> Any:
-    """The policy the run started with, as ``fsm approve`` finds it."""
-    events = store.events(run.run_id)
-    start = events[0].detail if events else {}
-    recorded = str(start.get("policy") or "default")
-    if recorded.startswith("model:"):
-        from fsm.adapters.openai import OpenAIPolicy
-
-        return OpenAIPolicy(spec, recorded.removeprefix("model:"),
-                            base_url=start.get("base_url"))
-    if recorded != "default":
-        return load_policy(recorded)
-    return default_policy(ref)
-
-
 _ERRORS: list[tuple[type[Exception], str, int]] = [
     (ApprovalRefused, "self", 403),
     (ApprovalExpired, "expired", 409),
@@ -146,7 +119,7 @@ def _check_page(approval: Approval, run: RunState, seen_hash: str, seen_version:
 
 def decide(store: Store, workflows: Workflows, account: Account, approval_id: str,
            action: str, note: str, seen_hash: str, seen_version: str, *,
-           clock: Callable[[], float], policy: PolicyFactory = recorded_policy,
+           clock: Callable[[], float],
            amount: str = "") -> RunState:
     """Check the account's rights on this request, then ``Engine.decide`` it."""
     if account.role != "approver":
@@ -174,8 +147,12 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
         raise InboxRefused("limit", f"{ask.amount_text} is above your release limit of "
                       f"{money(spec, account.limit)}; ask an approver with a higher limit",
                       403)
-    engine = Engine(spec, store, policy(workflow_ref(store, run), spec, run, store),
-                    clock=clock, compactor=Compactor())
+    from fsm.adapters.recorded import recorded_policy  # imports the model adapter
+
+    events = store.events(run.run_id)
+    start = events[0].detail if events and events[0].kind == "start" else {}
+    policy = recorded_policy(started_as(events, run.workflow), spec, start)
+    engine = Engine(spec, store, policy, clock=clock, compactor=Compactor())
     try:
         return engine.decide(run.run_id, action == "approve", account.name, note.strip(),
                              amend=amend)
