@@ -53,7 +53,6 @@ EventKind = Literal[
     "recover",     # a crash left a claimed write: its step is finished from the claim
     "budget",      # an operator raised the budgets of a run
 ]
-EVENT_KINDS: tuple[str, ...] = get_args(EventKind)
 
 Verdict = Literal["approved", "denied", "expired"]
 

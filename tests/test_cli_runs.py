@@ -120,3 +120,12 @@ def test_a_server_without_usage_is_warned_about_once_and_shown_in_history(
     assert len(said) == len(happy)
     assert {r[5] for r in said} == {
         "the model server reported no usage: tokens and cost not counted"}
+
+
+def test_the_cli_lists_every_status_the_records_define() -> None:
+    """``fsm runs --status`` checks against its own list (``import fsm.cli`` loads no
+    pydantic); it must be the records' list."""
+    from fsm.cli.inspect import STATUSES as cli_statuses
+    from fsm.records import STATUSES
+
+    assert cli_statuses == STATUSES

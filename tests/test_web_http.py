@@ -242,6 +242,7 @@ def test_the_auditor_reads_refusals_and_the_audit_verdict_on_the_run_page(box: I
         runs = c.get("/runs?status=awaiting_approval")
     assert page.status_code == 200
     assert '<td class="code">self</td>' in page.text and "<td>ravi</td>" in page.text
+    assert "<h2>Refused attempts</h2>" in page.text
     assert '<span class="ok">passed</span>' in page.text
     head = box.query("SELECT log_head FROM runs WHERE run_id = 'h-audit'")[0][0]
     assert f'<code class="head">{head}</code>' in page.text

@@ -51,6 +51,8 @@ def _root() -> None:
 DB_HELP = ("database: a SQLite file or sqlite:///path, or postgresql://user@host/dbname "
            "(default: $FSM_DB, else ./fsm.db)")
 JSON_HELP = "print JSON instead of a table"
+#: The largest number SQLite stores (a signed 64-bit integer).
+MAX_INT = 2**63 - 1
 
 
 def db_path(db: str | None) -> str:

@@ -9,14 +9,14 @@ import typer
 
 from fsm.errors import RunError
 
-from .app import DB_HELP, JSON_HELP, app, console, print_json, print_table
+from .app import DB_HELP, JSON_HELP, MAX_INT, app, console, print_json, print_table
 from .context import fmt_time, path_of, reader_for, spec_for_run
 from .history import history_rows
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
-#: The largest number SQLite stores (a signed 64-bit integer).
-MAX_INT = 2**63 - 1
+#: Every run status (``fsm.records.STATUSES``, which ``import fsm.cli`` does not load;
+#: tests/test_cli_runs.py holds the two equal).
 STATUSES = ("running", "awaiting_approval", "done", "failed", "budget_exhausted",
             "handed_over", "model_unavailable")
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from . import exits
-from .app import DB_HELP, JSON_HELP, app, console, err_console, print_json
+from .app import DB_HELP, JSON_HELP, MAX_INT, app, console, err_console, print_json
 from .context import (
     UsageError,
     clock,
@@ -36,7 +36,6 @@ EventOpt = typer.Option(
 NoDriveOpt = typer.Option(False, "--no-drive",
                           help="only record the decision; a worker (fsm worker) continues the run")
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
-MAX_INT = 2**63 - 1
 GOAL_HELP = ("the user's request, the run's first message; - reads it from standard input, "
              "@FILE from a file (@@text for a request that starts with @)")
 

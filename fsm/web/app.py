@@ -26,6 +26,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fsm.errors import RunNotFound
+from fsm.records import STATUSES
 from fsm.store.base import Store
 from fsm.store.people import Account, Refusal
 from fsm.web import pages
@@ -307,10 +308,6 @@ def create_app(inbox: Inbox) -> Starlette:
     app = Starlette(routes=routes)
     app.add_middleware(SecurityHeaders)
     return app
-
-
-STATUSES = ["running", "awaiting_approval", "done", "failed", "budget_exhausted",
-            "handed_over", "model_unavailable"]
 
 
 def new_secret() -> str:

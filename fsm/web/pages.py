@@ -13,7 +13,7 @@ from fsm.auditor.audit import audit
 from fsm.auditor.diagram import extract, overlay
 from fsm.auditor.render import GraphvizMissing, render, to_dot
 from fsm.errors import FSMError
-from fsm.records import Approval, Event, RunState, canonical, fingerprint
+from fsm.records import Approval, Event, RunState, canonical, fingerprint, state_path
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Notification
@@ -196,11 +196,6 @@ def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approv
 
 # -- runs ---------------------------------------------------------------------------------------
 
-def path_of(events: list[Event]) -> list[str]:
-    return [e.state_after for e in events
-            if e.kind in ("start", "transition") and e.state_after]
-
-
 @dataclass
 class StepCost:
     step: int
@@ -244,7 +239,7 @@ def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str
     events = store.events(run_id)
     report = audit(store, run_id)
     return RunPage(
-        run=run, path=path_of(events), events=events, steps=per_step(events),
+        run=run, path=state_path(events), events=events, steps=per_step(events),
         approvals=[(a, describe(spec, run, a))
                    for a in store.approvals(run_id, pending_only=False)],
         audit_ok=report.ok, audit_problems=report.problems, head=report.head,
