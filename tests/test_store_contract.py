@@ -508,6 +508,26 @@ def test_claim_runnable_takes_each_free_running_run_once(store: Store) -> None:
     assert lease is not None and (lease.owner, lease.until) == (W2, 1070.5)
 
 
+def test_the_inbox_pages_read_the_same_from_every_store(store: Store) -> None:
+    """Waiting approvals newest first and by workflow, and runs pages: each store answers
+    the same (the SQL stores with their own queries)."""
+    for i, workflow in enumerate(["wf", "desk", "wf"]):
+        run = store.create_run(new_run(f"w{i}", workflow=workflow, created_at=1000.0 + i))
+        paused = run.model_copy(update={"status": "awaiting_approval", "step": 1})
+        ask = approval(run, f"a{i}").model_copy(update={"requested_at": 2000.0 + i})
+        store.commit(StepCommit(run=paused, expected_version=run.version, new_approval=ask))
+    store.create_run(new_run("done", status="done", created_at=1100.0))
+    assert [a.approval_id for a, _ in store.waiting()] == ["a2", "a1", "a0"]
+    assert [(a.approval_id, r.run_id, r.status) for a, r in store.waiting("wf", offset=1)] == \
+        [("a0", "w0", "awaiting_approval")]
+    assert (store.count_waiting(), store.count_waiting("desk")) == (3, 1)
+    assert [r.run_id for r in store.runs_page()] == ["done", "w2", "w1", "w0"]
+    assert [r.run_id for r in store.runs_page("awaiting_approval", "wf", limit=1,
+                                              offset=1)] == ["w0"]
+    assert (store.count_runs(), store.count_runs("awaiting_approval", "wf")) == (4, 2)
+    assert store.workflow_names() == ["desk", "wf"]
+
+
 def test_a_claim_for_one_workflow_is_not_crowded_out_by_others(store: Store) -> None:
     for i in range(25):  # older runnable runs of another workflow than the worker's
         store.create_run(new_run(f"other-{i}", workflow="elsewhere"))

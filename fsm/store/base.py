@@ -157,8 +157,8 @@ class Store(ABC):
         """Release resources."""
 
     # -- the approval inbox -------------------------------------------------------------
-    # Pages of the inbox and the runs list. These defaults are correct for any store but
-    # read everything; a store over a large database overrides them with indexed queries.
+    # Pages of the inbox and the runs list. The defaults for waiting approvals are correct
+    # for any store but read everything; the SQL stores override them with indexed queries.
 
     def waiting(self, workflow: str | None = None, *, limit: int = 50,
                 offset: int = 0) -> list[tuple[Approval, RunState]]:
@@ -177,9 +177,8 @@ class Store(ABC):
     def runs_page(self, status: str | None = None, workflow: str | None = None, *,
                   limit: int = 50, offset: int = 0) -> list[RunState]:
         """Runs, newest first."""
-        runs = [r for r in self.list_runs(status) if workflow in (None, r.workflow)]
-        runs.sort(key=lambda r: (r.created_at, r.run_id), reverse=True)
-        return runs[offset:offset + limit]
+        return self.list_runs(status, workflow=workflow, limit=limit, offset=offset,
+                              newest_first=True)
 
     def count_runs(self, status: str | None = None, workflow: str | None = None) -> int:
         return len(self.runs_page(status, workflow, limit=2**62))

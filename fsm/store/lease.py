@@ -51,6 +51,11 @@ def lease_is_free(owner: str | None) -> bool:
     return _is_zombie(pid)
 
 
+def lease_held(owner: str | None, until: float | None, now: float) -> bool:
+    """Someone else's live lease: not expired, and not of a process gone from this host."""
+    return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)
+
+
 def expiry(now: float, ttl: float | None) -> float | None:
     """``lease_until`` for a lease taken at ``now`` for ``ttl`` seconds (``None``: no expiry)."""
     return None if ttl is None else now + ttl

@@ -17,7 +17,7 @@ from fsm.errors import (
 )
 from fsm.records import GENESIS, Approval, Effect, Event, RunState, StepCommit, ViewRecord, chain
 from fsm.store.base import Claimed, Lease, Store
-from fsm.store.lease import expiry, lease_expired, lease_is_free
+from fsm.store.lease import expiry, lease_held
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 
 
@@ -188,7 +188,7 @@ class MemoryStore(Store):
             self.load_run(run_id)
             held = self._leases.get(run_id)
             if (held is not None and held.owner != owner and not force
-                    and _held(held.owner, held.until, now)):
+                    and lease_held(held.owner, held.until, now)):
                 raise RunLocked(run_id, held.owner)
             self._leases[run_id] = Lease(owner, expiry(now, ttl))
             return held.owner if held is not None and held.owner != owner else None
@@ -222,7 +222,7 @@ class MemoryStore(Store):
                 if run.status != "running" or (workflows and run.workflow not in workflows):
                     continue
                 held = self._leases.get(run.run_id)
-                if held is not None and _held(held.owner, held.until, now):
+                if held is not None and lease_held(held.owner, held.until, now):
                     continue
                 self._leases[run.run_id] = Lease(owner, now + ttl)
                 out.append(Claimed(run.run_id, run.workflow, held.owner if held else None))
@@ -290,6 +290,3 @@ class MemoryStore(Store):
                 self._notifications[note.key] = note.model_copy()
 
 
-def _held(owner: str | None, until: float | None, now: float) -> bool:
-    """Someone else's live lease: not expired, and not of a process gone from this host."""
-    return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)

@@ -49,8 +49,12 @@ from fsm.store.columns import (
     EVENT_COLUMNS,
     NOTIFICATION_COLUMNS,
     REFUSAL_COLUMNS,
+    approval_from,
+    run_from,
+    runs_where,
+    waiting_query,
 )
-from fsm.store.lease import expiry, lease_expired, lease_is_free, this_host_prefix
+from fsm.store.lease import expiry, lease_held, this_host_prefix
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 
@@ -75,10 +79,6 @@ def _doc(text: str) -> str:
 def redact(url: str) -> str:
     """``url`` without its password, for messages."""
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
-
-
-def is_postgres_url(url: str) -> bool:
-    return url.startswith(("postgresql://", "postgres://"))
 
 
 class PostgresStore(Store):
@@ -181,26 +181,17 @@ class PostgresStore(Store):
         rows = self._read("SELECT snapshot, version FROM runs WHERE run_id = %s", (run_id,))
         if not rows:
             raise RunNotFound(run_id)
-        return _run(rows[0])
+        return run_from(rows[0][0], rows[0][1])
 
     def list_runs(self, status: str | None = None, *, workflow: str | None = None,
                   limit: int | None = None, offset: int = 0,
                   newest_first: bool = False) -> list[RunState]:
-        where: list[str] = []
-        args: list[Any] = []
-        if status is not None:
-            where.append("status = %s")
-            args.append(status)
-        if workflow is not None:
-            where.append("workflow = %s")
-            args.append(workflow)
-        sql = "SELECT snapshot, version FROM runs"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        where, args = runs_where(status, workflow, "%s")
+        sql = "SELECT snapshot, version FROM runs" + where
         order = "DESC" if newest_first else "ASC"
         sql += f" ORDER BY created_at {order}, run_id {order} LIMIT %s OFFSET %s"
         args += [limit, offset]  # LIMIT NULL is no limit
-        return [_run(r) for r in self._read(sql, tuple(args))]
+        return [run_from(r[0], r[1]) for r in self._read(sql, tuple(args))]
 
     def commit(self, commit: StepCommit) -> RunState:
         with self._tx() as conn:
@@ -384,7 +375,7 @@ class PostgresStore(Store):
             if row is None:
                 raise RunNotFound(run_id)
             held, until = row
-            if held and held != owner and not force and _held(held, until, now):
+            if held and held != owner and not force and lease_held(held, until, now):
                 raise RunLocked(run_id, held)
             conn.execute("UPDATE runs SET lease_owner = %s, lease_at = %s, lease_until = %s "
                          "WHERE run_id = %s", (owner, now, expiry(now, ttl), run_id))
@@ -424,7 +415,7 @@ class PostgresStore(Store):
             for run_id, workflow, held, until in rows:
                 if len(out) >= limit:
                     break
-                if _held(held, until, now):
+                if lease_held(held, until, now):
                     continue
                 conn.execute("UPDATE runs SET lease_owner = %s, lease_at = %s, lease_until = %s "
                              "WHERE run_id = %s", (owner, now, now + ttl, run_id))
@@ -467,6 +458,24 @@ class PostgresStore(Store):
             # Closing the connection ends the session, which releases the lock.
 
     # -- the approval inbox: accounts, refusals, the notification outbox ---------------
+
+    def waiting(self, workflow: str | None = None, *, limit: int = 50,
+                offset: int = 0) -> list[tuple[Approval, RunState]]:
+        sql, args = waiting_query(workflow, "%s")
+        n = len(APPROVAL_COLUMNS)
+        return [(_approval(row[:n]), run_from(row[n], row[n + 1]))
+                for row in self._read(sql, (*args, int(limit), int(offset)))]
+
+    def count_waiting(self, workflow: str | None = None) -> int:
+        sql, args = waiting_query(workflow, "%s", count=True)
+        return int(self._read(sql, tuple(args))[0][0])
+
+    def count_runs(self, status: str | None = None, workflow: str | None = None) -> int:
+        where, args = runs_where(status, workflow, "%s")
+        return int(self._read(f"SELECT COUNT(*) FROM runs{where}", tuple(args))[0][0])
+
+    def workflow_names(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT DISTINCT workflow FROM runs ORDER BY workflow")]
 
     def approval(self, approval_id: str) -> Approval | None:
         rows = self._read(f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals "
@@ -540,22 +549,11 @@ class PostgresStore(Store):
                  note.delivered_at, note.key))
 
 
-def _run(row: tuple[Any, ...]) -> RunState:
-    data = json.loads(row[0])
-    data["version"] = row[1]
-    return RunState.model_validate(data)
-
-
 def _effect(row: tuple[Any, ...]) -> Effect:
     d = dict(zip(_EFFECT_COLS, row, strict=True))
     d["args"] = json.loads(d["args"])
     d["result"] = json.loads(d["result"]) if d["result"] is not None else None
     return Effect.model_validate(d)
-
-
-def _held(owner: str | None, until: float | None, now: float) -> bool:
-    """Someone else's live lease: not expired, and not of a process gone from this host."""
-    return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)
 
 
 _ACCOUNT_SQL = ", ".join(ACCOUNT_COLUMNS)
@@ -578,8 +576,4 @@ def _notification(row: tuple[Any, ...]) -> Notification:
 
 
 def _approval(row: tuple[Any, ...]) -> Approval:
-    d = dict(zip(_APPROVAL_COLS, row, strict=True))
-    d["args"] = json.loads(d["args"])
-    if d["approved_args"] is not None:
-        d["approved_args"] = json.loads(d["approved_args"])
-    return Approval.model_validate(d)
+    return approval_from(dict(zip(APPROVAL_COLUMNS, row, strict=True)))

@@ -39,8 +39,16 @@ from fsm.records import (
     chained,
 )
 from fsm.store.base import Claimed, Lease, Store
-from fsm.store.columns import ACCOUNT_COLUMNS, APPROVAL_COLUMNS, EVENT_COLUMNS
-from fsm.store.lease import expiry, lease_expired, lease_is_free, this_host_prefix
+from fsm.store.columns import (
+    ACCOUNT_COLUMNS,
+    APPROVAL_COLUMNS,
+    EVENT_COLUMNS,
+    approval_from,
+    run_from,
+    runs_where,
+    waiting_query,
+)
+from fsm.store.lease import expiry, lease_held, this_host_prefix
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 from fsm.store.schema import MIGRATIONS
 
@@ -186,18 +194,16 @@ class SQLiteStore(Store):
             raise RunNotFound(run_id)
         return self._run(rows[0], run_id)
 
-    def _run(self, row: sqlite3.Row, run_id: str | None) -> RunState:
+    def _run(self, row: sqlite3.Row | dict[str, Any], run_id: str | None) -> RunState:
         try:
-            data = json.loads(row["snapshot"])
-            data["version"] = row["version"]
-            return RunState.model_validate(data)
+            return run_from(row["snapshot"], row["version"])
         except (ValueError, TypeError) as exc:  # JSONDecodeError and ValidationError too
             raise self._damaged("runs", run_id, exc) from None
 
     def list_runs(self, status: str | None = None, *, workflow: str | None = None,
                   limit: int | None = None, offset: int = 0,
                   newest_first: bool = False) -> list[RunState]:
-        where, args = self._runs_where(status, workflow)
+        where, args = runs_where(status, workflow, "?")
         sql = "SELECT run_id, snapshot, version FROM runs" + where
         order = "DESC" if newest_first else "ASC"
         sql += f" ORDER BY created_at {order}, run_id {order} LIMIT ? OFFSET ?"
@@ -399,7 +405,7 @@ class SQLiteStore(Store):
         out = []
         for r in self._read(sql + " ORDER BY requested_at, approval_id", tuple(args)):
             try:
-                out.append(_approval(dict(r)))
+                out.append(approval_from(dict(r)))
             except (ValueError, TypeError) as exc:
                 raise self._damaged("approvals", r["run_id"], exc) from None
         return out
@@ -424,7 +430,7 @@ class SQLiteStore(Store):
             if row is None:
                 raise RunNotFound(run_id)
             held, until = row
-            if held and held != owner and not force and _held(held, until, now):
+            if held and held != owner and not force and lease_held(held, until, now):
                 raise RunLocked(run_id, held)
             db.execute("UPDATE runs SET lease_owner = ?, lease_at = ?, lease_until = ? "
                        "WHERE run_id = ?", (owner, now, expiry(now, ttl), run_id))
@@ -463,7 +469,7 @@ class SQLiteStore(Store):
             for run_id, workflow, held, until in rows:
                 if len(out) >= limit:
                     break
-                if _held(held, until, now):
+                if lease_held(held, until, now):
                     continue
                 db.execute("UPDATE runs SET lease_owner = ?, lease_at = ?, lease_until = ? "
                            "WHERE run_id = ?", (owner, now, now + ttl, run_id))
@@ -485,48 +491,19 @@ class SQLiteStore(Store):
 
     def waiting(self, workflow: str | None = None, *, limit: int = 50,
                 offset: int = 0) -> list[tuple[Approval, RunState]]:
-        cols = ", ".join(f"a.{c}" for c in _APPROVAL_COLS)
-        sql = (f"SELECT {cols}, r.snapshot AS snapshot, r.version AS version FROM approvals a "
-               "JOIN runs r ON r.run_id = a.run_id WHERE a.decision IS NULL "
-               "AND r.status = 'awaiting_approval'")
-        args: list[Any] = []
-        if workflow is not None:
-            sql += " AND r.workflow = ?"
-            args.append(workflow)
-        sql += " ORDER BY a.requested_at DESC, a.approval_id DESC LIMIT ? OFFSET ?"
+        sql, args = waiting_query(workflow, "?")
         out = []
         for row in self._read(sql, (*args, int(limit), int(offset))):
             d = dict(row)
-            out.append((_approval(d), _run(d.pop("snapshot"), d.pop("version"))))
+            out.append((approval_from(d), self._run(d, d["run_id"])))
         return out
 
     def count_waiting(self, workflow: str | None = None) -> int:
-        sql = ("SELECT COUNT(*) FROM approvals a JOIN runs r ON r.run_id = a.run_id "
-               "WHERE a.decision IS NULL AND r.status = 'awaiting_approval'")
-        if workflow is None:
-            return int(self._read(sql)[0][0])
-        return int(self._read(sql + " AND r.workflow = ?", (workflow,))[0][0])
-
-    def _runs_where(self, status: str | None, workflow: str | None) -> tuple[str, list[Any]]:
-        where, args = [], []
-        if status is not None:
-            where.append("status = ?")
-            args.append(status)
-        if workflow is not None:
-            where.append("workflow = ?")
-            args.append(workflow)
-        return (" WHERE " + " AND ".join(where)) if where else "", args
-
-    def runs_page(self, status: str | None = None, workflow: str | None = None, *,
-                  limit: int = 50, offset: int = 0) -> list[RunState]:
-        where, args = self._runs_where(status, workflow)
-        rows = self._read(f"SELECT snapshot, version FROM runs{where} "
-                          "ORDER BY created_at DESC, run_id DESC LIMIT ? OFFSET ?",
-                          (*args, int(limit), int(offset)))
-        return [_run(r["snapshot"], r["version"]) for r in rows]
+        sql, args = waiting_query(workflow, "?", count=True)
+        return int(self._read(sql, tuple(args))[0][0])
 
     def count_runs(self, status: str | None = None, workflow: str | None = None) -> int:
-        where, args = self._runs_where(status, workflow)
+        where, args = runs_where(status, workflow, "?")
         return int(self._read(f"SELECT COUNT(*) FROM runs{where}", tuple(args))[0][0])
 
     def workflow_names(self) -> list[str]:
@@ -535,7 +512,7 @@ class SQLiteStore(Store):
     def approval(self, approval_id: str) -> Approval | None:
         rows = self._read(f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals "
                           "WHERE approval_id = ?", (approval_id,))
-        return _approval(dict(rows[0])) if rows else None
+        return approval_from(dict(rows[0])) if rows else None
 
     def add_account(self, account: Account) -> None:
         with self._tx() as db:
@@ -621,31 +598,6 @@ def _account(row: sqlite3.Row) -> Account:
     d["disabled"] = bool(d["disabled"])
     return Account.model_validate(d)
 
-
-def _approval(d: dict[str, Any]) -> Approval:
-    d = {k: d[k] for k in _APPROVAL_COLS}
-    d["args"] = json.loads(d["args"])
-    if d["approved_args"] is not None:
-        d["approved_args"] = json.loads(d["approved_args"])
-    return Approval.model_validate(d)
-
-
-def _run(snapshot: str, version: int) -> RunState:
-    data = json.loads(snapshot)
-    data["version"] = version
-    return RunState.model_validate(data)
-
-
-def _effect(row: sqlite3.Row) -> Effect:
-    d = dict(row)
-    d["args"] = json.loads(d["args"])
-    d["result"] = json.loads(d["result"]) if d["result"] is not None else None
-    return Effect.model_validate(d)
-
-
-def _held(owner: str | None, until: float | None, now: float) -> bool:
-    """Someone else's live lease: not expired, and not of a process gone from this host."""
-    return bool(owner) and not lease_expired(until, now) and not lease_is_free(owner)
 
 def _what(exc: sqlite3.Error) -> str:
     """SQLite's message, with what to do about the common ones."""
