@@ -236,23 +236,26 @@ class Worker:
             with self.store.sweep_lock() as mine:
                 if not mine:
                     return
-                due = [a for a in self.store.approvals(pending_only=True)
-                       if a.expires_at <= self.clock()]
-                for a in due:
-                    self._expire(a)
+                # One sweep per workflow applies all of its due approvals.
+                by_workflow: dict[str, RunState] = {}
+                for a in self.store.approvals(pending_only=True):
+                    if a.expires_at <= self.clock():
+                        run = self.store.load_run(a.run_id)
+                        by_workflow.setdefault(run.workflow, run)
+                for run in by_workflow.values():
+                    self._expire(run)
         except FSMError as exc:
             self.say(f"cannot sweep: {exc}")
 
-    def _expire(self, approval: Approval) -> None:
-        run = self.store.load_run(approval.run_id)
+    def _expire(self, run: RunState) -> None:
+        """Sweep the expired approvals of ``run``'s workflow."""
         spec, _ = self._parts(run, self.store.events(run.run_id))
         engine = Engine(spec, self.store, clock=self.clock, resources=self._resources_of(spec))
         engine.lease_seconds = self.config.lease_seconds
         for run_id in engine.sweep():
-            if run_id == run.run_id:
-                self._count("expired")
-                after = self.store.load_run(run_id)
-                self.say(f"expired {run_id}'s approval → {after.state} ({after.status})")
+            self._count("expired")
+            after = self.store.load_run(run_id)
+            self.say(f"expired {run_id}'s approval → {after.state} ({after.status})")
 
     # -- reporting ------------------------------------------------------------------
 

@@ -154,3 +154,21 @@ def test_a_worker_and_the_inbox_drive_a_model_run_with_the_server_and_timeout_it
     for policy in (by_worker, by_inbox):
         assert (policy.model, policy.base_url, policy.timeout) == \
             ("qwen", "http://127.0.0.1:9/v1", 300.0)
+
+
+def test_one_sweep_expires_every_due_approval_and_the_worker_counts_each(shop: Shop) -> None:
+    store = MemoryStore()
+    spec = build(shop)
+    for run_id, order in (("h1", "A-1002"), ("h2", "A-1002")):
+        run = Engine(spec, store, clerk).start(f"Order {order}: headphones dead", user="ravi",
+                                               run_id=run_id, meta={"workflow_ref": "refund"})
+        assert run.status == "awaiting_approval"
+    lines: list[str] = []
+    later = time.time() + spec.approval_ttl_seconds + 60
+    worker = Worker(store, clock=lambda: later, log=lines.append)
+    worker._sweep()
+    assert worker.counts.expired == 2
+    for run_id in ("h1", "h2"):
+        assert store.load_run(run_id).status != "awaiting_approval"
+        assert sum(f"expired {run_id}'s approval" in line for line in lines) == 1
+    assert [a.decision for a in store.approvals(pending_only=False)] == ["expired", "expired"]
