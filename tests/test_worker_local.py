@@ -172,3 +172,17 @@ def test_one_sweep_expires_every_due_approval_and_the_worker_counts_each(shop: S
         assert store.load_run(run_id).status != "awaiting_approval"
         assert sum(f"expired {run_id}'s approval" in line for line in lines) == 1
     assert [a.decision for a in store.approvals(pending_only=False)] == ["expired", "expired"]
+
+
+def test_a_sweep_reports_only_the_runs_it_expired(shop: Shop) -> None:
+    """An approval decided between the sweep's listing and its turn is not reported (two
+    workers sweeping at once each log only what they expired)."""
+    store = MemoryStore()
+    spec = build(shop)
+    Engine(spec, store, clerk).start("Order A-1002: headphones dead", user="ravi", run_id="h1")
+    listed = store.approvals(pending_only=True)
+    Engine(spec, store, clerk).decide("h1", True, "meera", "checked")
+    store.approvals = lambda *args, **kwargs: listed  # type: ignore[method-assign]
+    later = time.time() + spec.approval_ttl_seconds + 60
+    assert Engine(spec, store, clerk, clock=lambda: later).sweep() == []
+    assert store.load_run("h1").status == "done"

@@ -179,7 +179,7 @@ class Engine:
             return s.save()
 
     def sweep(self, skipped: list[tuple[str, str]] | None = None) -> list[str]:
-        """Apply every expired approval; return the ids of the runs it touched.
+        """Apply every expired approval; return the ids of the runs it expired.
 
         A run that cannot be touched now (driven by another process, or pinned to another
         definition) is left for the next sweep and reported in ``skipped`` as (run, why).
@@ -191,12 +191,14 @@ class Engine:
                 continue
             try:
                 with self._lease(a.run_id):
-                    self._expire_if_due(self._load(a.run_id))
+                    run = self._load(a.run_id)
+                    expired = self._expire_if_due(run) is not run
             except (RunLocked, DefinitionChanged) as exc:
                 if skipped is not None:
                     skipped.append((a.run_id, str(exc)))
                 continue
-            touched.append(a.run_id)
+            if expired:  # not decided by someone else meanwhile
+                touched.append(a.run_id)
         return touched
 
     # -- the loop ---------------------------------------------------------------------
