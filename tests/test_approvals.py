@@ -240,13 +240,13 @@ def test_a_large_refund_approved_by_another_engine_is_paid_once(
 
 def test_sweep_skips_a_run_another_process_drives_and_expires_the_rest(
         clock: Clock, paused: Desk, monkeypatch: pytest.MonkeyPatch) -> None:
-    import fsm.store.sqlite as sqlite_mod
+    import fsm.store.lease as lease_mod
 
     other = paused.engine.start(LARGE, user="ravi", run_id="big2")
     assert other.status == "awaiting_approval"
     paused.store.acquire("big", "elsewhere:1:held", clock())
     # The owner on "elsewhere" counts as alive: its lease is not free.
-    monkeypatch.setattr(sqlite_mod, "lease_is_free", lambda owner: owner != "elsewhere:1:held")
+    monkeypatch.setattr(lease_mod, "lease_is_free", lambda owner: owner != "elsewhere:1:held")
     clock.advance(TTL + 1)
     skipped: list[tuple[str, str]] = []
     assert paused.engine.sweep(skipped) == ["big2"]
