@@ -116,16 +116,12 @@ def review(spec: WorkflowSpec, run: RunState, approval: Approval, *, approved: b
         )
     verdict: Verdict = "approved" if approved else "denied"
     if isinstance(pending, CallAwaitingApproval):
-        ruling = Ruling(approval, verdict, reviewer, note, None,
-                        f"denied by {reviewer}: {note}" if not approved else "")
-        return _amended(spec, run, ruling, amend) if amend else ruling
-    assert chosen is not None
-    if amend:
-        return _amended(spec, run, Ruling(approval, verdict, reviewer, note, chosen,
-                                          f"{verdict} by {reviewer}: {note}".rstrip(": ")),
-                        amend)
-    return Ruling(approval, verdict, reviewer, note, chosen,
-                  f"{verdict} by {reviewer}: {note}".rstrip(": "))
+        message = "" if approved else f"denied by {reviewer}: {note}"
+    else:
+        assert chosen is not None
+        message = f"{verdict} by {reviewer}: {note}".rstrip(": ")
+    ruling = Ruling(approval, verdict, reviewer, note, chosen, message)
+    return _amended(spec, run, ruling, amend) if amend else ruling
 
 
 def chosen_event(spec: WorkflowSpec, run: RunState, approved: bool,
