@@ -10,10 +10,9 @@ import re
 from typing import Any
 
 from fsm import Action, View
-from workflows.refund.workflow import rupees
+from workflows.refund.workflow import APPROVAL_LIMIT_PAISE, rupees
 
 ORDER_ID = re.compile(r"\b[A-Z]-\d{4}\b")
-LIMIT_PAISE = 50_000
 
 
 def _last_result(view: View, tool: str) -> dict[str, Any] | None:
@@ -79,7 +78,7 @@ def _decide(order: dict[str, Any], policy: dict[str, Any]) -> Action:
         days = policy.get("days_since_delivery")
         reason = f"delivered {days} days ago, outside the {policy.get('window_days')}-day window"
         return Action(tool="advance", args={"event": "no_refund", "reason": reason})
-    event = "small_refund" if amount <= LIMIT_PAISE else "large_refund"
+    event = "small_refund" if amount <= APPROVAL_LIMIT_PAISE else "large_refund"
     return Action(tool="advance", args={
         "event": event, "item_id": order.get("item_id"), "amount_paise": amount,
     })
