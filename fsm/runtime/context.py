@@ -31,6 +31,9 @@ class Transcripts:
             cached = self._cache[run_id] = self._store.messages(run_id)
         return cached
 
+    def load(self, run_id: str) -> None:
+        self._cache[run_id] = self._store.messages(run_id)
+
     def extend(self, run_id: str, messages: list[dict[str, Any]]) -> None:
         cached = self._cache.get(run_id)
         if cached is not None:

@@ -293,7 +293,7 @@ class Engine:
         if run.definition_hash != self.spec.definition_hash:
             raise DefinitionChanged(run_id, run.workflow, run.definition_hash,
                                     self.spec.definition_hash)
-        self._transcripts.forget(run_id)  # read on first use: another process may have written
+        self._transcripts.load(run_id)
         return run
 
     def _lease(self, run_id: str, *, force: bool = False) -> _Lease:
