@@ -113,6 +113,40 @@ def test_a_failing_statement_inside_a_commit_is_a_store_error_and_rolls_back(
     assert store.load_run("r1").version == 1 and store.load_run("r1").state == "s"
 
 
+def test_a_store_that_committed_last_still_sees_another_writer_and_a_lost_lease(
+    tmp_path: Path,
+) -> None:
+    """A store skips reading the run row before a commit while it knows the run's version
+    from its own last commit; another writer's commit or lease is still seen."""
+    from fsm import ConcurrentUpdate, LeaseLost
+    from fsm.records import Event, verify_chain
+
+    path = str(tmp_path / "a.db")
+    mine, theirs = SQLiteStore(path), SQLiteStore(path)
+
+    def step(run: RunState, owner: str | None = None) -> StepCommit:
+        return StepCommit(run=run.model_copy(update={"step": run.step + 1}),
+                          expected_version=run.version, owner=owner,
+                          events=[Event(run_id="r1", step=run.step + 1, time=1.0, kind="policy")])
+
+    run = mine.create_run(_run("r1"))
+    run = mine.commit(step(run))  # ``mine`` now knows version 2
+    theirs.commit(step(theirs.load_run("r1")))  # the run moves on to version 3 elsewhere
+    with pytest.raises(ConcurrentUpdate) as info:
+        mine.commit(step(run))
+    assert (info.value.expected, info.value.found) == (2, 3)
+
+    run = mine.load_run("r1")
+    mine.acquire("r1", "me.example:1:a", 1000.0, ttl=30.0)
+    run = mine.commit(step(run, "me.example:1:a"))
+    theirs.acquire("r1", "them.example:2:b", 1031.0, ttl=30.0)  # expired, taken over
+    with pytest.raises(LeaseLost):
+        mine.commit(step(run, "me.example:1:a"))
+    events = theirs.events("r1")
+    assert [e.seq for e in events] == [0, 1, 2]  # nothing of the refused commits
+    assert verify_chain(events) is None  # one chain, from either writer
+
+
 # -- schema and snapshot migrations -------------------------------------------------------------
 
 V1_SNAPSHOT = {

@@ -14,8 +14,7 @@ import os
 import sqlite3
 import threading
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
+from types import TracebackType
 from typing import Any
 
 from fsm.errors import (
@@ -61,6 +60,21 @@ _INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
 
 
 
+#: Log heads a store keeps (see ``SQLiteStore._apply``); past this many, it starts over.
+_HEADS_KEPT = 4096
+
+
+def _check_fence(run_id: str, row: Any, expected_version: int, owner: str | None) -> None:
+    """Raise unless the run row (version, log count, log head, lease owner) exists, is
+    at ``expected_version`` and, when ``owner`` is given, is leased to ``owner``."""
+    if row is None:
+        raise RunNotFound(run_id)
+    if owner is not None and row[3] != owner:
+        raise LeaseLost(run_id, owner, row[3])
+    if row[0] != expected_version:
+        raise ConcurrentUpdate(run_id, expected_version, row[0])
+
+
 class SQLiteStore(Store):
     """A durable store in one SQLite file."""
 
@@ -72,6 +86,8 @@ class SQLiteStore(Store):
         self.location = path
         self.readonly = readonly
         self._lock = threading.RLock()
+        #: run_id → (version, log count, log head) after this store's last commit of it.
+        self._heads: dict[str, tuple[int, int, str]] = {}
         if readonly:
             self._db = _open_readonly(path, busy_timeout_ms)
             return
@@ -94,30 +110,10 @@ class SQLiteStore(Store):
 
     # -- plumbing -------------------------------------------------------------------
 
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            if self.readonly:
-                raise StoreError(f"database {self.path!r} was opened read-only")
-            try:
-                self._db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"database {self.path!r}: {exc}") from None
-            try:
-                yield self._db
-                self._db.execute("COMMIT")
-            except sqlite3.Error as exc:
-                self._rollback()
-                raise StoreError(f"database {self.path!r}: {_what(exc)}; nothing of this "
-                                 "write was saved") from None
-            except (OverflowError, ValueError) as exc:
-                # A value SQLite cannot hold (an integer beyond 64 bits, a NUL in text).
-                self._rollback()
-                raise StoreError(f"database {self.path!r}: a value cannot be stored "
-                                 f"({exc}); nothing of this write was saved") from None
-            except BaseException:
-                self._rollback()
-                raise
+    def _tx(self) -> _Transaction:
+        """``with self._tx() as db``: one ``BEGIN IMMEDIATE`` … ``COMMIT`` under the
+        store's lock; any failure rolls back, and SQLite's errors become ``StoreError``."""
+        return _Transaction(self)
 
     def _rollback(self) -> None:
         """Roll back what is still open: SQLite itself ends a transaction a full disk or
@@ -177,16 +173,21 @@ class SQLiteStore(Store):
 
     def create_run(self, run: RunState, commit: StepCommit | None = None) -> RunState:
         commit = commit or StepCommit(run=run, expected_version=0)
-        with self._tx() as db:
-            try:
-                db.execute(
-                    "INSERT INTO runs (run_id, workflow, status, version, snapshot, created_at, "
-                    "updated_at) VALUES (?, ?, ?, 0, '{}', ?, ?)",
-                    (run.run_id, run.workflow, run.status, run.created_at, run.updated_at),
-                )
-            except sqlite3.IntegrityError:
-                raise RunError(f"run {run.run_id!r} already exists", run_id=run.run_id) from None
-            return self._apply(db, commit, fence=False)
+        try:
+            with self._tx() as db:
+                try:
+                    db.execute(
+                        "INSERT INTO runs (run_id, workflow, status, version, snapshot, "
+                        "created_at, updated_at) VALUES (?, ?, ?, 0, '{}', ?, ?)",
+                        (run.run_id, run.workflow, run.status, run.created_at, run.updated_at),
+                    )
+                except sqlite3.IntegrityError:
+                    raise RunError(f"run {run.run_id!r} already exists",
+                                   run_id=run.run_id) from None
+                return self._apply(db, commit, fence=False)
+        except BaseException:
+            self._heads.pop(run.run_id, None)
+            raise
 
     def load_run(self, run_id: str) -> RunState:
         rows = self._read("SELECT snapshot, version FROM runs WHERE run_id = ?", (run_id,))
@@ -211,28 +212,48 @@ class SQLiteStore(Store):
         return [self._run(row, row["run_id"]) for row in self._read(sql, tuple(args))]
 
     def commit(self, commit: StepCommit) -> RunState:
-        with self._tx() as db:
-            return self._apply(db, commit)
+        try:
+            with self._tx() as db:
+                return self._apply(db, commit)
+        except BaseException:
+            self._heads.pop(commit.run.run_id, None)
+            raise
 
     def _apply(self, db: sqlite3.Connection, c: StepCommit, *, fence: bool = True) -> RunState:
         run_id = c.run.run_id
-        row = db.execute("SELECT version, log_count, log_head, lease_owner FROM runs "
-                         "WHERE run_id = ?", (run_id,)).fetchone()
-        if row is None:
-            raise RunNotFound(run_id)
-        if fence and c.owner is not None and row[3] != c.owner:
-            raise LeaseLost(run_id, c.owner, row[3])
-        if row[0] != c.expected_version:
-            raise ConcurrentUpdate(run_id, c.expected_version, row[0])
-        new = c.run.model_copy(update={"version": c.expected_version + 1})
+        owner = c.owner if fence else None
+        # The run's log head as this store's last commit of it left it, while the run is
+        # still at that version (every write of the run row adds one): the commit then
+        # needs no read first, and the UPDATE's own condition is the check.
+        known = self._heads.get(run_id)
+        if known is None or known[0] != c.expected_version:
+            row = db.execute("SELECT version, log_count, log_head, lease_owner FROM runs "
+                             "WHERE run_id = ?", (run_id,)).fetchone()
+            _check_fence(run_id, row, c.expected_version, owner)
+            known = (row[0], row[1], row[2])
+        version = c.expected_version + 1
+        new = c.run.model_copy(update={"version": version})
         # The log continues from the head kept in the run row, not from the last row
         # found: a deleted tail then stays a gap the audit reports.
-        count, head = self._append_events(db, run_id, c.events, row[1], row[2])
-        db.execute(
+        events = chained(c.events, known[2], known[1])
+        count, head = known[1] + len(events), events[-1].hash if events else known[2]
+        cur = db.execute(
             "UPDATE runs SET status = ?, version = ?, snapshot = ?, updated_at = ?, "
-            "log_count = ?, log_head = ? WHERE run_id = ?",
-            (new.status, new.version, c.snapshot, new.updated_at, count, head, run_id),
+            "log_count = ?, log_head = ? WHERE run_id = ? AND version = ?"
+            + ("" if owner is None else " AND lease_owner = ?"),
+            (new.status, version, c.snapshot, new.updated_at, count, head, run_id,
+             c.expected_version, *(() if owner is None else (owner,))),
         )
+        if cur.rowcount != 1:
+            row = db.execute("SELECT version, log_count, log_head, lease_owner FROM runs "
+                             "WHERE run_id = ?", (run_id,)).fetchone()
+            _check_fence(run_id, row, c.expected_version, owner)
+            raise ConcurrentUpdate(run_id, c.expected_version, row[0])
+        if events:
+            db.executemany(_INSERT_EVENT, [e.row(_EVENT_COLS) for e in events])
+        if len(self._heads) >= _HEADS_KEPT:
+            self._heads.clear()
+        self._heads[run_id] = (version, count, head)
         if c.messages:
             base = new.message_count - len(c.messages)
             db.executemany(
@@ -253,15 +274,6 @@ class SQLiteStore(Store):
             db.execute("INSERT OR IGNORE INTO artifacts (sha256, content, size) VALUES (?, ?, ?)",
                        (sha, content, len(content)))
         return new
-
-    def _append_events(self, db: sqlite3.Connection, run_id: str, events: list[Event],
-                       count: int, head: str) -> tuple[int, str]:
-        """Chain ``events`` onto the log; the new (count, head)."""
-        rows = chained(events, head, count)
-        if rows:
-            head = rows[-1].hash
-            db.executemany(_INSERT_EVENT, [r.row(_EVENT_COLS) for r in rows])
-        return count + len(rows), head
 
     def _approvals(self, db: sqlite3.Connection, run_id: str, c: StepCommit) -> None:
         if c.new_approval is not None:
@@ -660,3 +672,52 @@ def _not_ours(path: str, version: int, tables: set[str]) -> str | None:
         return (f"database {path!r} has the older schema version {version} (this fsm uses "
                 f"{len(MIGRATIONS)}); a command that writes, e.g. fsm sweep, upgrades it")
     return None
+
+
+class _Transaction:
+    """A write transaction of a :class:`SQLiteStore` (a class, not a generator: every
+    step commits through one, and a generator's context manager costs more than the
+    transaction's own ``BEGIN``)."""
+
+    __slots__ = ("store",)
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> sqlite3.Connection:
+        store = self.store
+        store._lock.acquire()
+        try:
+            if store.readonly:
+                raise StoreError(f"database {store.path!r} was opened read-only")
+            try:
+                store._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"database {store.path!r}: {exc}") from None
+        except BaseException:
+            store._lock.release()
+            raise
+        return store._db
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        store = self.store
+        try:
+            if kind is None:
+                try:
+                    store._db.execute("COMMIT")
+                    return
+                except BaseException as failed:
+                    exc = failed
+            store._rollback()
+            if isinstance(exc, sqlite3.Error):
+                raise StoreError(f"database {store.path!r}: {_what(exc)}; nothing of this "
+                                 "write was saved") from None
+            if isinstance(exc, OverflowError | ValueError):
+                # A value SQLite cannot hold (an integer beyond 64 bits, a NUL in text).
+                raise StoreError(f"database {store.path!r}: a value cannot be stored "
+                                 f"({exc}); nothing of this write was saved") from None
+            if exc is not None and kind is None:
+                raise exc
+        finally:
+            store._lock.release()
