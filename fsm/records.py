@@ -520,8 +520,9 @@ class StepCommit:
 # no longer matches its hash, and the audit says which.
 
 def snapshot_json(run: RunState) -> str:
-    """A run row's snapshot as stored: canonical JSON without the version (the store's)."""
-    return canonical(run.model_dump(mode="json", exclude={"version"}))
+    """A run row's snapshot as stored: the run's JSON (pydantic's, in field order)
+    without the version, which is the store's. It reads back as the same text."""
+    return run.model_dump_json(exclude={"version"})
 
 
 def _sha(text: str) -> str:
@@ -531,6 +532,13 @@ def _sha(text: str) -> str:
 def snapshot_hash(run: RunState) -> str:
     """The hash of a run row's snapshot as stored (the version is the store's)."""
     return _sha(snapshot_json(run))
+
+
+def snapshot_hashes(run: RunState) -> tuple[str, str]:
+    """:func:`snapshot_hash`, and the hash of the snapshot as earlier stores wrote it
+    (canonical JSON), which the log of a run last committed by one records."""
+    return (snapshot_hash(run),
+            _sha(canonical(run.model_dump(mode="json", exclude={"version"}))))
 
 
 def effect_hash(result: Any, error: str | None) -> str:

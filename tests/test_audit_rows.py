@@ -100,3 +100,29 @@ def test_a_changed_row_is_caught(db: str, name: str) -> None:
         report = audit(store, run_id)
     assert not report.ok
     assert any(expected in p for p in report.problems), report.problems
+
+
+def test_a_run_last_committed_by_an_earlier_store_audits_clean_and_is_still_covered(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stores before this one wrote the snapshot as canonical JSON (sorted keys): the log
+    of such a run records that text's hash, which the audit still accepts."""
+    import fsm.records as records
+
+    def canonical_snapshot(run: records.RunState) -> str:
+        return records.canonical(run.model_dump(mode="json", exclude={"version"}))
+
+    path = str(tmp_path / "runs.db")
+    with monkeypatch.context() as patch, SQLiteStore(path) as store, Shop(path) as shop:
+        patch.setattr(records, "snapshot_json", canonical_snapshot)
+        Engine(build(shop.seed_demo()), store, clerk).start(
+            "Order A-1001: the kettle arrived broken", user="asha", run_id="old")
+    con = sqlite3.connect(path)
+    (raw,) = con.execute("SELECT snapshot FROM runs WHERE run_id = 'old'").fetchone()
+    assert raw == records.canonical(json.loads(raw))  # written as the earlier store did
+    with SQLiteStore(path) as store:
+        assert audit(store, "old").ok, audit(store, "old").problems
+    _snapshot(con, "old", lambda s: s.update(user="mallory"))
+    con.commit()
+    con.close()
+    with SQLiteStore(path) as store:
+        assert any("the run row's snapshot" in p for p in audit(store, "old").problems)
