@@ -16,7 +16,7 @@ import json.encoder
 import math
 import uuid
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -585,8 +585,7 @@ def _link(prev_hash: str, body: dict[str, Any]) -> str:
     return _sha(prev_hash + canonical(body))
 
 
-@dataclass(frozen=True)
-class ChainedEvent:
+class ChainedEvent(NamedTuple):
     """An event placed in a run's chain: its position, its links, its detail as stored."""
 
     event: Event
@@ -598,9 +597,10 @@ class ChainedEvent:
 
     def row(self, columns: tuple[str, ...]) -> tuple[Any, ...]:
         """The values of ``columns`` (the detail as its JSON text)."""
-        values = {**self.event.__dict__, "seq": self.seq, "prev_hash": self.prev_hash,
-                  "hash": self.hash, "detail": self.detail_json}
-        return tuple(values[c] for c in columns)
+        values = dict(self.event.__dict__)
+        values.update(seq=self.seq, prev_hash=self.prev_hash, hash=self.hash,
+                      detail=self.detail_json)
+        return tuple(map(values.__getitem__, columns))
 
     def body(self) -> dict[str, Any]:
         """The row as a JSON-ready dict, hash included."""
@@ -609,22 +609,32 @@ class ChainedEvent:
 
 
 _DETAIL = TypeAdapter(dict[str, Any])
+_TEXT = json.encoder.encode_basestring  # as canonical() writes a string
+
+
+def _text(value: str | None) -> str:
+    return "null" if value is None else _TEXT(value)
 
 
 def _body_json(ev: Event, seq: int, prev_hash: str, detail_json: str) -> str:
-    """``canonical(body)`` of ``ev`` at ``seq`` after ``prev_hash``, from the detail's text:
-    ``cost_micros`` is the only key that sorts before ``detail``, so the detail is spliced
-    in after it and the row is encoded once. (:meth:`Event.compute_hash` is the plain
-    definition; the tests hold the two equal.)"""
-    if not math.isfinite(ev.time):  # as JSON mode has it, whatever pydantic's settings
+    """``canonical(body)`` of ``ev`` at ``seq`` after ``prev_hash``, from the detail's text,
+    written out key by key in sorted order: every field but the detail is a string, an
+    int, a finite float or null, which ``canonical`` writes as ``encode_basestring``,
+    ``repr`` and ``null``. (:meth:`Event.compute_hash` is the plain definition; the tests
+    hold the two equal.)"""
+    if not (type(ev.time) is float and math.isfinite(ev.time)  # noqa: E721
+            and type(ev.step) is type(ev.cost_micros) is type(ev.tokens) is int):
+        # Set after validation, or not finite: as JSON mode has it.
         return canonical({**ev.model_dump(mode="json", exclude={"hash"}), "seq": seq,
                           "prev_hash": prev_hash})
-    rest = {"event": ev.event, "kind": ev.kind, "prev_hash": prev_hash, "reason": ev.reason,
-            "reviewer": ev.reviewer, "run_id": ev.run_id, "seq": seq,
-            "state_after": ev.state_after, "state_before": ev.state_before, "step": ev.step,
-            "time": ev.time, "tokens": ev.tokens, "tool": ev.tool}
-    return (f'{{"cost_micros":{canonical(ev.cost_micros)},"detail":{detail_json},'
-            f"{canonical(rest)[1:]}")
+    return (f'{{"cost_micros":{int.__repr__(ev.cost_micros)},"detail":{detail_json},'
+            f'"event":{_text(ev.event)},"kind":{_TEXT(ev.kind)},'
+            f'"prev_hash":{_TEXT(prev_hash)},"reason":{_text(ev.reason)},'
+            f'"reviewer":{_text(ev.reviewer)},"run_id":{_TEXT(ev.run_id)},'
+            f'"seq":{int.__repr__(seq)},"state_after":{_text(ev.state_after)},'
+            f'"state_before":{_text(ev.state_before)},"step":{int.__repr__(ev.step)},'
+            f'"time":{float.__repr__(ev.time)},"tokens":{int.__repr__(ev.tokens)},'
+            f'"tool":{_text(ev.tool)}}}')
 
 
 def chained(events: list[Event], prev_hash: str, next_seq: int) -> list[ChainedEvent]:

@@ -148,3 +148,11 @@ def test_a_snapshot_reads_back_as_the_same_text(facts: dict[Any, Any]) -> None:
     loaded = run_from(text, 7)
     assert snapshot_json(loaded) == text
     assert snapshot_hashes(loaded)[0] == snapshot_hash(run)
+
+
+def test_an_event_changed_after_validation_still_hashes_as_defined() -> None:
+    ev = Event(run_id="r", step=1, time=5.0, kind="policy", detail={"a": 1})
+    ev.time, ev.tokens = 7, True  # type: ignore[assignment]  # no validation on assignment
+    (row,) = chained([ev], GENESIS, 0)
+    stored = ev.model_copy(update={"seq": 0, "prev_hash": GENESIS, "hash": row.hash})
+    assert stored.compute_hash() == row.hash
