@@ -13,6 +13,8 @@ import os
 import socket
 import uuid
 
+from fsm.errors import ConcurrentUpdate, LeaseLost, RunNotFound
+
 
 def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -67,3 +69,16 @@ def _is_zombie(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] == "Z"
     except (OSError, IndexError):
         return False
+
+
+def check_fence(run_id: str, found: tuple[int, str | None] | None, *, owner: str | None,
+                version: int | None) -> None:
+    """Raise unless the run exists (``found``: its version and lease holder), is leased
+    to ``owner`` and is at ``version`` (each checked when given): a write from a holder
+    that lost its lease, or from a stale copy of the run, changes nothing."""
+    if found is None:
+        raise RunNotFound(run_id)
+    if owner is not None and found[1] != owner:
+        raise LeaseLost(run_id, owner, found[1])
+    if version is not None and found[0] != version:
+        raise ConcurrentUpdate(run_id, version, found[0])

@@ -8,8 +8,6 @@ from typing import Any
 
 from fsm.errors import (
     ApprovalAlreadyDecided,
-    ConcurrentUpdate,
-    LeaseLost,
     RunError,
     RunLocked,
     RunNotFound,
@@ -17,7 +15,7 @@ from fsm.errors import (
 )
 from fsm.records import GENESIS, Approval, Effect, Event, RunState, StepCommit, ViewRecord, chain
 from fsm.store.base import Claimed, Lease, Store
-from fsm.store.lease import expiry, lease_held
+from fsm.store.lease import check_fence, expiry, lease_held
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 
 
@@ -72,18 +70,14 @@ class MemoryStore(Store):
     def _fence(self, run_id: str, owner: str | None, version: int | None) -> RunState:
         current = self.load_run(run_id)
         held = self._leases.get(run_id)
-        if owner is not None and (held is None or held.owner != owner):
-            raise LeaseLost(run_id, owner, held.owner if held else None)
-        if version is not None and current.version != version:
-            raise ConcurrentUpdate(run_id, version, current.version)
+        check_fence(run_id, (current.version, held.owner if held else None), owner=owner,
+                    version=version)
         return current
 
     def _commit(self, commit: StepCommit, *, fence: bool) -> RunState:
         with self._lock:
             run_id = commit.run.run_id
-            current = self._fence(run_id, commit.owner if fence else None, None)
-            if current.version != commit.expected_version:
-                raise ConcurrentUpdate(run_id, commit.expected_version, current.version)
+            self._fence(run_id, commit.owner if fence else None, commit.expected_version)
             if commit.decision is not None:
                 approval = self._approvals[commit.decision.approval_id]
                 if approval.decision is not None:

@@ -22,9 +22,7 @@ from psycopg_pool import ConnectionPool
 
 from fsm.errors import (
     ApprovalAlreadyDecided,
-    ConcurrentUpdate,
     FSMError,
-    LeaseLost,
     RunError,
     RunLocked,
     RunNotFound,
@@ -54,7 +52,7 @@ from fsm.store.columns import (
     runs_where,
     waiting_query,
 )
-from fsm.store.lease import expiry, lease_held, this_host_prefix
+from fsm.store.lease import check_fence, expiry, lease_held, this_host_prefix
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 
@@ -202,12 +200,9 @@ class PostgresStore(Store):
         run_id = c.run.run_id
         row = conn.execute("SELECT version, log_count, log_head, lease_owner FROM runs "
                            "WHERE run_id = %s FOR UPDATE", (run_id,)).fetchone()
-        if row is None:
-            raise RunNotFound(run_id)
-        if fence and c.owner is not None and row[3] != c.owner:
-            raise LeaseLost(run_id, c.owner, row[3])
-        if row[0] != c.expected_version:
-            raise ConcurrentUpdate(run_id, c.expected_version, row[0])
+        check_fence(run_id, row and (row[0], row[3]), owner=c.owner if fence else None,
+                    version=c.expected_version)
+        assert row is not None  # else check_fence raised RunNotFound
         if c.decision is not None:
             self._decide(conn, run_id, c.decision)
         new = c.run.model_copy(update={"version": c.expected_version + 1})
@@ -326,14 +321,9 @@ class PostgresStore(Store):
 
     def _fence(self, conn: psycopg.Connection[Any], run_id: str, owner: str | None,
                version: int | None) -> None:
-        row = conn.execute("SELECT lease_owner, version FROM runs WHERE run_id = %s FOR UPDATE",
+        row = conn.execute("SELECT version, lease_owner FROM runs WHERE run_id = %s FOR UPDATE",
                            (run_id,)).fetchone()
-        if row is None:
-            raise RunNotFound(run_id)
-        if owner is not None and row[0] != owner:
-            raise LeaseLost(run_id, owner, row[0])
-        if version is not None and row[1] != version:
-            raise ConcurrentUpdate(run_id, version, row[1])
+        check_fence(run_id, row, owner=owner, version=version)
 
     def effect(self, key: str) -> Effect | None:
         rows = self._read(f"SELECT {', '.join(_EFFECT_COLS)} FROM effects WHERE key = %s", (key,))

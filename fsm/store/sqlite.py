@@ -19,8 +19,6 @@ from typing import Any
 
 from fsm.errors import (
     ApprovalAlreadyDecided,
-    ConcurrentUpdate,
-    LeaseLost,
     RunError,
     RunLocked,
     RunNotFound,
@@ -47,7 +45,7 @@ from fsm.store.columns import (
     runs_where,
     waiting_query,
 )
-from fsm.store.lease import expiry, lease_held, this_host_prefix
+from fsm.store.lease import check_fence, expiry, lease_held, this_host_prefix
 from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
 from fsm.store.schema import MIGRATIONS
 
@@ -62,17 +60,6 @@ _INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
 
 #: Log heads a store keeps (see ``SQLiteStore._apply``); past this many, it starts over.
 _HEADS_KEPT = 4096
-
-
-def _check_fence(run_id: str, row: Any, expected_version: int, owner: str | None) -> None:
-    """Raise unless the run row (version, log count, log head, lease owner) exists, is
-    at ``expected_version`` and, when ``owner`` is given, is leased to ``owner``."""
-    if row is None:
-        raise RunNotFound(run_id)
-    if owner is not None and row[3] != owner:
-        raise LeaseLost(run_id, owner, row[3])
-    if row[0] != expected_version:
-        raise ConcurrentUpdate(run_id, expected_version, row[0])
 
 
 class SQLiteStore(Store):
@@ -229,7 +216,8 @@ class SQLiteStore(Store):
         if known is None or known[0] != c.expected_version:
             row = db.execute("SELECT version, log_count, log_head, lease_owner FROM runs "
                              "WHERE run_id = ?", (run_id,)).fetchone()
-            _check_fence(run_id, row, c.expected_version, owner)
+            check_fence(run_id, row and (row[0], row[3]), owner=owner,
+                        version=c.expected_version)
             known = (row[0], row[1], row[2])
         version = c.expected_version + 1
         new = c.run.model_copy(update={"version": version})
@@ -245,10 +233,9 @@ class SQLiteStore(Store):
              c.expected_version, *(() if owner is None else (owner,))),
         )
         if cur.rowcount != 1:
-            row = db.execute("SELECT version, log_count, log_head, lease_owner FROM runs "
-                             "WHERE run_id = ?", (run_id,)).fetchone()
-            _check_fence(run_id, row, c.expected_version, owner)
-            raise ConcurrentUpdate(run_id, c.expected_version, row[0])
+            self._fence(db, run_id, owner, c.expected_version)
+            raise StoreError(f"database {self.path!r}: the row of run {run_id!r} changed "
+                             "during its commit")
         if events:
             db.executemany(_INSERT_EVENT, [e.row(_EVENT_COLS) for e in events])
         if len(self._heads) >= _HEADS_KEPT:
@@ -380,14 +367,9 @@ class SQLiteStore(Store):
 
     def _fence(self, db: sqlite3.Connection, run_id: str, owner: str | None,
                version: int | None) -> None:
-        row = db.execute("SELECT lease_owner, version FROM runs WHERE run_id = ?",
+        row = db.execute("SELECT version, lease_owner FROM runs WHERE run_id = ?",
                          (run_id,)).fetchone()
-        if row is None:
-            raise RunNotFound(run_id)
-        if owner is not None and row[0] != owner:
-            raise LeaseLost(run_id, owner, row[0])
-        if version is not None and row[1] != version:
-            raise ConcurrentUpdate(run_id, version, row[1])
+        check_fence(run_id, row, owner=owner, version=version)
 
     def effect(self, key: str) -> Effect | None:
         rows = self._read("SELECT * FROM effects WHERE key = ?", (key,))
