@@ -7,7 +7,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fsm.records import Approval, RunState
+from fsm.errors import ApprovalAlreadyDecided
+from fsm.records import Approval, ApprovalDecision, RunState, StepCommit, canonical
+from fsm.store.people import notification_key, outbox_rows
 
 EVENT_COLUMNS = (
     "run_id", "seq", "step", "time", "kind", "state_before", "state_after", "tool", "event",
@@ -74,3 +76,35 @@ def waiting_query(workflow: str | None, mark: str, *, count: bool = False
         sql += (" ORDER BY a.requested_at DESC, a.approval_id DESC "
                 f"LIMIT {mark} OFFSET {mark}")
     return sql, args
+
+
+def decision_update(d: ApprovalDecision, mark: str) -> tuple[str, tuple[Any, ...]]:
+    """The UPDATE that records ``d`` on its approval row, unless the row was decided
+    before (then it changes no row: see :func:`decided_before`)."""
+    sql = (f"UPDATE approvals SET decision = {mark}, reviewer = {mark}, note = {mark}, "
+           f"decided_at = {mark}, approved_args = {mark} "
+           f"WHERE approval_id = {mark} AND decision IS NULL")
+    return sql, (d.decision, d.reviewer, d.note, d.time,
+                 None if d.args is None else canonical(d.args), d.approval_id)
+
+
+def decided_before(run_id: str, approval_id: str, row: Any) -> ApprovalAlreadyDecided:
+    """The error for a decision on a decided approval (``row``: its decision and reviewer,
+    ``None`` when the row is gone)."""
+    return ApprovalAlreadyDecided(
+        f"approval {approval_id} of run {run_id!r} was already "
+        f"{row[0] if row else 'removed'} by {row[1] if row else '?'}", run_id=run_id,
+    )
+
+
+def outbox_insert(c: StepCommit, mark: str) -> tuple[str, list[tuple[Any, ...]]]:
+    """The notifications ``c`` writes in its own transaction (the outbox): someone is told
+    the run waits, or stopped waiting. The INSERT and its rows (none: nothing to tell)."""
+    new_id = c.new_approval.approval_id if c.new_approval is not None else None
+    at = c.run.updated_at
+    rows = [(notification_key(aid, kind), c.run.run_id, aid, kind, at, at)
+            for aid, kind in outbox_rows(new_id, c.decision)]
+    sql = ("INSERT INTO notifications (key, run_id, approval_id, kind, created_at, "
+           f"next_attempt_at) VALUES ({mark}, {mark}, {mark}, {mark}, {mark}, {mark}) "
+           "ON CONFLICT DO NOTHING")
+    return sql, rows

@@ -21,7 +21,6 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from fsm.errors import (
-    ApprovalAlreadyDecided,
     FSMError,
     RunError,
     RunLocked,
@@ -48,12 +47,15 @@ from fsm.store.columns import (
     NOTIFICATION_COLUMNS,
     REFUSAL_COLUMNS,
     approval_from,
+    decided_before,
+    decision_update,
+    outbox_insert,
     run_from,
     runs_where,
     waiting_query,
 )
 from fsm.store.lease import check_fence, expiry, lease_held, this_host_prefix
-from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
+from fsm.store.people import Account, Notification, Refusal
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 
 _EVENT_COLS = EVENT_COLUMNS
@@ -243,31 +245,15 @@ class PostgresStore(Store):
         for sha, content in c.artifacts.items():
             cur.execute("INSERT INTO artifacts (sha256, content, size) VALUES (%s, %s, %s) "
                         "ON CONFLICT DO NOTHING", (sha, content, len(content)))
-        # The outbox: someone is told the run waits (or stopped waiting), written with it.
-        new_id = c.new_approval.approval_id if c.new_approval is not None else None
-        for aid, kind in outbox_rows(new_id, c.decision):
-            cur.execute(
-                "INSERT INTO notifications (key, run_id, approval_id, kind, created_at, "
-                "next_attempt_at) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                (notification_key(aid, kind), run_id, aid, kind, new.updated_at,
-                 new.updated_at))
+        sql, rows = outbox_insert(c, "%s")  # the outbox, written with the step
+        if rows:
+            cur.executemany(sql, rows)
 
     def _decide(self, conn: psycopg.Connection[Any], run_id: str, d: ApprovalDecision) -> None:
-        aid = d.approval_id
-        cur = conn.execute(
-            "UPDATE approvals SET decision = %s, reviewer = %s, note = %s, decided_at = %s, "
-            "approved_args = %s "
-            "WHERE approval_id = %s AND decision IS NULL",
-            (d.decision, d.reviewer, d.note, d.time,
-             None if d.args is None else canonical(d.args), aid),
-        )
-        if cur.rowcount != 1:
+        if conn.execute(*decision_update(d, "%s")).rowcount != 1:
             row = conn.execute("SELECT decision, reviewer FROM approvals WHERE approval_id = %s",
-                               (aid,)).fetchone()
-            raise ApprovalAlreadyDecided(
-                f"approval {aid} of run {run_id!r} was already "
-                f"{row[0] if row else 'removed'} by {row[1] if row else '?'}", run_id=run_id,
-            )
+                               (d.approval_id,)).fetchone()
+            raise decided_before(run_id, d.approval_id, row)
 
     # -- reads ----------------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from types import TracebackType
 from typing import Any
 
 from fsm.errors import (
-    ApprovalAlreadyDecided,
     RunError,
     RunLocked,
     RunNotFound,
@@ -41,12 +40,15 @@ from fsm.store.columns import (
     APPROVAL_COLUMNS,
     EVENT_COLUMNS,
     approval_from,
+    decided_before,
+    decision_update,
+    outbox_insert,
     run_from,
     runs_where,
     waiting_query,
 )
 from fsm.store.lease import check_fence, expiry, lease_held, this_host_prefix
-from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
+from fsm.store.people import Account, Notification, Refusal
 from fsm.store.schema import MIGRATIONS
 
 _EVENT_COLS = EVENT_COLUMNS
@@ -275,21 +277,10 @@ class SQLiteStore(Store):
             self._decide(db, run_id, c.decision)
 
     def _decide(self, db: sqlite3.Connection, run_id: str, d: ApprovalDecision) -> None:
-        aid = d.approval_id
-        cur = db.execute(
-            "UPDATE approvals SET decision = ?, reviewer = ?, note = ?, decided_at = ?, "
-            "approved_args = ? "
-            "WHERE approval_id = ? AND decision IS NULL",
-            (d.decision, d.reviewer, d.note, d.time,
-             None if d.args is None else canonical(d.args), aid),
-        )
-        if cur.rowcount != 1:
+        if db.execute(*decision_update(d, "?")).rowcount != 1:
             row = db.execute("SELECT decision, reviewer FROM approvals WHERE approval_id = ?",
-                             (aid,)).fetchone()
-            raise ApprovalAlreadyDecided(
-                f"approval {aid} of run {run_id!r} was already "
-                f"{row[0] if row else 'removed'} by {row[1] if row else '?'}", run_id=run_id,
-            )
+                             (d.approval_id,)).fetchone()
+            raise decided_before(run_id, d.approval_id, row)
 
     # -- reads ----------------------------------------------------------------------
 
@@ -474,14 +465,9 @@ class SQLiteStore(Store):
 
     def _outbox(self, db: sqlite3.Connection, c: StepCommit) -> None:
         """Write the commit's notifications in its own transaction (the outbox)."""
-        new_id = c.new_approval.approval_id if c.new_approval is not None else None
-        for aid, kind in outbox_rows(new_id, c.decision):
-            db.execute(
-                "INSERT OR IGNORE INTO notifications (key, run_id, approval_id, kind, "
-                "created_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (notification_key(aid, kind), c.run.run_id, aid, kind, c.run.updated_at,
-                 c.run.updated_at),
-            )
+        sql, rows = outbox_insert(c, "?")
+        if rows:
+            db.executemany(sql, rows)
 
     def waiting(self, workflow: str | None = None, *, limit: int = 50,
                 offset: int = 0) -> list[tuple[Approval, RunState]]:
