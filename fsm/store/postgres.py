@@ -258,30 +258,36 @@ class PostgresStore(Store):
     # -- reads ----------------------------------------------------------------------
 
     def _exists(self, run_id: str) -> None:
+        """Raise ``RunNotFound`` unless the run exists: asked only when a read of its
+        rows found none, so a read of an existing run costs one query."""
         if not self._read("SELECT 1 FROM runs WHERE run_id = %s", (run_id,)):
             raise RunNotFound(run_id)
 
     def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
-        self._exists(run_id)
         rows = self._read("SELECT body FROM messages WHERE run_id = %s AND idx >= %s AND idx < %s "
                           "ORDER BY idx", (run_id, start, end if end is not None else 2**31 - 1))
+        if not rows:
+            self._exists(run_id)
         loaded: list[dict[str, Any]] = json.loads("[" + ",".join(r[0] for r in rows) + "]")
         return loaded
 
     def view_record(self, run_id: str, step: int | None = None) -> ViewRecord | None:
-        self._exists(run_id)
         if step is None:
             rows = self._read("SELECT body FROM views WHERE run_id = %s "
                               "ORDER BY step DESC LIMIT 1", (run_id,))
         else:
             rows = self._read("SELECT body FROM views WHERE run_id = %s AND step = %s",
                               (run_id, step))
-        return ViewRecord.model_validate_json(rows[0][0]) if rows else None
+        if not rows:
+            self._exists(run_id)
+            return None
+        return ViewRecord.model_validate_json(rows[0][0])
 
     def events(self, run_id: str) -> list[Event]:
-        self._exists(run_id)
         rows = self._read(f"SELECT {', '.join(_EVENT_COLS)} FROM events WHERE run_id = %s "
                           "ORDER BY seq", (run_id,))
+        if not rows:
+            self._exists(run_id)
         out = []
         for r in rows:
             d = dict(zip(_EVENT_COLS, r, strict=True))

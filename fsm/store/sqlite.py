@@ -285,11 +285,12 @@ class SQLiteStore(Store):
     # -- reads ----------------------------------------------------------------------
 
     def _exists(self, run_id: str) -> None:
+        """Raise ``RunNotFound`` unless the run exists: asked only when a read of its
+        rows found none, so a read of an existing run costs one query."""
         if not self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)):
             raise RunNotFound(run_id)
 
     def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
-        self._exists(run_id)
         with self._lock:
             try:
                 cur = self._db.execute(
@@ -297,6 +298,8 @@ class SQLiteStore(Store):
                     "ORDER BY idx", (run_id, start, end if end is not None else 2**62),
                 )
                 bodies = [body for (body,) in cur]
+                if not bodies:
+                    self._exists(run_id)
             except sqlite3.Error as exc:
                 raise StoreError(f"database {self.path!r}: {_what(exc)}") from None
             except OverflowError:
@@ -310,7 +313,6 @@ class SQLiteStore(Store):
         return loaded
 
     def view_record(self, run_id: str, step: int | None = None) -> ViewRecord | None:
-        self._exists(run_id)
         if step is None:
             rows = self._read("SELECT body FROM views WHERE run_id = ? ORDER BY step DESC LIMIT 1",
                               (run_id,))
@@ -318,6 +320,7 @@ class SQLiteStore(Store):
             rows = self._read("SELECT body FROM views WHERE run_id = ? AND step = ?",
                               (run_id, step))
         if not rows:
+            self._exists(run_id)
             return None
         try:
             return ViewRecord.model_validate_json(rows[0]["body"])
@@ -325,10 +328,11 @@ class SQLiteStore(Store):
             raise self._damaged("views", run_id, exc) from None
 
     def events(self, run_id: str) -> list[Event]:
-        self._exists(run_id)
         rows = self._read(
             f"SELECT {', '.join(_EVENT_COLS)} FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
         )
+        if not rows:
+            self._exists(run_id)
         out = []
         for r in rows:
             d = dict(r)
