@@ -53,9 +53,10 @@ class Ruling:
 def pending_approval(store: Store, run: RunState) -> Approval:
     """The approval row of the run's pause."""
     assert run.pending is not None
-    for a in store.approvals(run.run_id, pending_only=False):
-        if a.approval_id == run.pending.approval_id:
-            return a
+    aid = run.pending.approval_id
+    a = store.approval(aid) if aid is not None else None
+    if a is not None and a.run_id == run.run_id:
+        return a
     raise NothingPending(f"run {run.run_id!r} has no approval record for its pause",
                          run_id=run.run_id, state=run.state)
 
