@@ -62,7 +62,6 @@ class Engine:
         self.budgets = budgets or Budgets()
         self.clock = clock
         self.compactor = compactor
-        self.owner = new_owner()
         self._transcripts = Transcripts(store)
         self._schemas = Schemas.of(spec)
         #: The workflow's resources, opened from the store's location on first use (or
@@ -73,19 +72,19 @@ class Engine:
             spec=spec, store=store, clock=clock, transcripts=self._transcripts,
             result_cap=result_cap, max_repeats=max_repeats, plain_errors=plain_errors,
             has_events=any(spec.transitions.values()), resources=self.resources,
-            owner=self.owner,
+            owner=new_owner(),
         )
 
     @property
     def owner(self) -> str:
         """The lease owner this engine drives runs as (a worker sets its own)."""
-        return self._owner
+        owner = self._ctx.owner
+        assert owner is not None
+        return owner
 
     @owner.setter
     def owner(self, owner: str) -> None:
-        self._owner = owner
-        if hasattr(self, "_ctx"):
-            self._ctx = dataclasses.replace(self._ctx, owner=owner)
+        self._ctx = dataclasses.replace(self._ctx, owner=owner)
 
     def close(self) -> None:
         """Close the workflow resources this engine opened (not the store)."""
