@@ -210,7 +210,7 @@ def _tools(shop: ShopSource) -> list[ToolSpec]:
         if order["customer"] != ctx.user:
             return {"order_id": args.order_id, "eligible": False, "refundable_paise": 0,
                     "reason": "the order does not belong to this customer"}
-        days = int((s.clock() - order["delivered_at"]) // DAY)
+        days = _days_since_delivery(s, order)
         within = days <= REFUND_WINDOW_DAYS
         return {"order_id": args.order_id, "eligible": True, "within_window": within,
                 "days_since_delivery": days, "window_days": REFUND_WINDOW_DAYS,
@@ -250,8 +250,13 @@ def _refundable_now(shop: AnyShop, order_id: str, customer: str) -> int:
     order = shop.order(order_id)
     if order is None or order["customer"] != customer:
         return 0
-    days = int((shop.clock() - order["delivered_at"]) // DAY)
-    return int(order["price_paise"]) if days <= REFUND_WINDOW_DAYS else 0
+    within = _days_since_delivery(shop, order) <= REFUND_WINDOW_DAYS
+    return int(order["price_paise"]) if within else 0
+
+
+def _days_since_delivery(shop: AnyShop, order: dict[str, Any]) -> int:
+    """Whole days since the order was delivered, by the shop's clock."""
+    return int((shop.clock() - order["delivered_at"]) // DAY)
 
 
 def _remember_order(args: OrderArgs, result: dict[str, Any], facts: Any) -> dict[str, Any]:
