@@ -12,7 +12,7 @@ from .app import db_path
 
 # The runtime is imported by the commands that use it, so that ``fsm --help`` stays fast.
 if TYPE_CHECKING:
-    from fsm.records import RunState
+    from fsm.records import Event, RunState
     from fsm.runtime.engine import Engine
     from fsm.spec import WorkflowSpec
     from fsm.store import Store
@@ -53,17 +53,18 @@ def fmt_time(t: float | None) -> str:
     return utc(t)
 
 
-def workflow_ref(store: Store, run: RunState) -> str:
-    """How the run's workflow was named when it started (registered name or module:attr)."""
+def workflow_ref(store: Store, run: RunState, events: list[Event] | None = None) -> str:
+    """How the run's workflow was named when it started (registered name or module:attr),
+    from its log (``events``, when the caller has read it already)."""
     from fsm.records import started_as
 
-    return started_as(store.events(run.run_id), run.workflow)
+    return started_as(store.events(run.run_id) if events is None else events, run.workflow)
 
 
-def spec_for_run(store: Store, run: RunState) -> WorkflowSpec:
+def spec_for_run(store: Store, run: RunState, events: list[Event] | None = None) -> WorkflowSpec:
     from fsm.registry import load_workflow
 
-    return load_workflow(workflow_ref(store, run))
+    return load_workflow(workflow_ref(store, run, events))
 
 
 def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: str | None,
@@ -100,10 +101,11 @@ def engine_for_run(store: Store, run_id: str, *, policy: str | None = None,
     from fsm.runtime.engine import Engine
 
     run = store.load_run(run_id)
-    ref = workflow_ref(store, run)
+    events = store.events(run_id)
+    ref = workflow_ref(store, run, events)
     spec = load_workflow(ref)
     if policy is None and model is None:
-        start = store.events(run_id)[0].detail if store.events(run_id) else {}
+        start = events[0].detail if events else {}
         recorded = str(start.get("policy") or "default")
         if recorded.startswith("model:"):
             model = recorded.removeprefix("model:")
@@ -118,8 +120,8 @@ def engine_for_run(store: Store, run_id: str, *, policy: str | None = None,
     return Engine(spec, store, fn, clock=clock, compactor=Compactor())
 
 
-def path_of(store: Store, run_id: str) -> list[str]:
-    """The states a run went through, in order."""
+def path_of(store: Store, run_id: str, events: list[Event] | None = None) -> list[str]:
+    """The states a run went through, in order (from ``events``, when already read)."""
     from fsm.records import state_path
 
-    return state_path(store.events(run_id))
+    return state_path(store.events(run_id) if events is None else events)

@@ -161,9 +161,9 @@ def history_cmd(
             print_json([e.model_dump(mode="json") for e in events])
             return
         run = store.load_run(run_id)
-        spec = spec_for_run(store, run)
+        spec = spec_for_run(store, run, events)
         rows = history_rows(spec, events, store.messages(run_id), verbose=verbose)
-        path = path_of(store, run_id)
+        path = path_of(store, run_id, events)
     print_table(f"history of {run_id}: {' → '.join(path)}",
                 ["step", "time", "kind", "state", "tool/event", "detail", "cost", "reviewer"],
                 rows)

@@ -74,7 +74,8 @@ def finish(store: Store, run: RunState, as_json: bool) -> None:
 
 def report(store: Store, run: RunState, as_json: bool) -> None:
     """Print the run id, the state path and the final status."""
-    path = path_of(store, run.run_id)
+    events = store.events(run.run_id)
+    path = path_of(store, run.run_id, events)
     data: dict[str, Any] = {
         "run_id": run.run_id, "workflow": run.workflow, "status": run.status,
         "state": run.state, "path": path, "step": run.step, "reason": run.reason,
@@ -94,7 +95,7 @@ def report(store: Store, run: RunState, as_json: bool) -> None:
     if run.status == "awaiting_approval" and run.pending is not None:
         what = run.pending.tool or " / ".join(run.pending.events)
         args = json.dumps(run.pending.args, ensure_ascii=False, sort_keys=True)
-        shown = spec_for_run(store, run).presentation
+        shown = spec_for_run(store, run, events).presentation
         amount = shown.money_text(run.pending.tool, run.pending.args)
         console.print(f"waiting  for a person ({what}): {args}"
                       + (f", amount {amount}" if amount else ""), markup=False)
