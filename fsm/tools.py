@@ -90,7 +90,8 @@ class ToolSpec:
     retry_safe: bool = False
     #: ``True``, or ``fn(args, facts) -> bool``: the call waits for a person first.
     approval: bool | Callable[[Any, Facts], bool] = False
-    #: ``fn(result) -> event | None``: the workflow event the result fires.
+    #: ``fn(result) -> event | None``: the workflow event the result fires. Hooks get the
+    #: result as recorded (its JSON form), the same value when a crash replays the call.
     emits: Callable[[Any], str | None] | None = None
     #: Every event ``emits`` may return, checked against the tables at load.
     emits_events: tuple[str, ...] = ()

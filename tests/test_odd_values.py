@@ -118,3 +118,42 @@ def test_an_infinite_or_nan_time_budget_is_refused(any_store: Store) -> None:
         engine.raise_budgets("r1", {"max_active_seconds": math.inf}, by="ops")
     assert engine.raise_budgets("r1", {"max_steps": 5}, by="ops").status == "running"
     assert engine.resume("r1").status == "done" and audit(any_store, "r1").ok
+
+
+class Receipt(BaseModel):
+    paid: tuple[int, int]
+    when: dt.datetime
+
+
+def test_the_workflows_hooks_get_the_result_as_recorded(tmp_path: Path) -> None:
+    """``remember`` and ``emits`` get the result in its JSON form: the value a replay of
+    the call reads from its effect row after a crash, so a hook cannot work in the
+    process that ran the tool and fail in the one that resumes."""
+    seen: list[Any] = []
+    receipt = Receipt(paid=(1, 2), when=dt.datetime(2026, 12, 1, 9, 30))
+
+    def remember(args: Any, result: Any, facts: Any) -> dict[str, Any]:
+        seen.append(result)
+        return {"receipt": result}
+
+    def emits(result: Any) -> str:
+        seen.append(result)
+        return "finish"
+
+    spec = define_workflow(
+        "hooks", transitions={"looking": {"finish": "done"}}, terminal={"done"},
+        tools_by_state={"looking": ["pay"]}, initial="looking",
+        tools=[ToolSpec("pay", lambda args, ctx: receipt, "Pay.", NoArgs, write=True,
+                        retry_safe=True, remember=remember, emits=emits,
+                        emits_events=("finish",))],
+    )
+    with SQLiteStore(str(tmp_path / "hooks.db")) as store:
+        run = Engine(spec, store, lambda view: Action(tool="pay", args={})).start("go",
+                                                                                run_id="r1")
+        assert run.status == "done", run.reason
+        effect = store.effect("r1:1")
+        assert effect is not None and effect.status == "DONE"
+        recorded = {"paid": [1, 2], "when": "2026-12-01T09:30:00"}
+        assert effect.result == recorded
+        assert seen == [recorded, recorded]
+        assert store.load_run("r1").facts["receipt"] == recorded

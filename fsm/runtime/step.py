@@ -240,8 +240,7 @@ class Step:
             if existing is not None:
                 if existing.status == "DONE":
                     self.event("tool", tool=tool_name, detail={"key": key, "replayed": True})
-                    self._finish_call(tool, args, existing.result, existing.error,
-                                      existing.result)
+                    self._finish_call(tool, args, existing.result, existing.error)
                     return
                 if not tool.retry_safe:
                     self.stop("handed_over", f"in doubt: {tool_name} {key}")
@@ -262,16 +261,17 @@ class Step:
         self.event("tool", tool=tool_name, detail={"args": args_dict, "key": key, "error": error})
         if self.ctx.max_repeats is not None:
             self._set(recent_calls=gate.remembered(self.run.recent_calls, tool_name, args_dict))
-        self._finish_call(tool, args, result, error, recorded)
+        self._finish_call(tool, args, recorded, error)
 
     def _finish_call(self, tool: ToolSpec, args: BaseModel, result: Any,
-                     error: str | None, recorded: Any) -> None:
-        """Record the call's result (``recorded``: its JSON form, as the store reads it
-        back) and give the workflow's hooks the result itself."""
+                     error: str | None) -> None:
+        """Record the call's result (its JSON form, as the store reads it back) and give
+        it to the workflow's hooks: the same value whether the call ran in this process
+        or is replayed from its effect row after a crash."""
         if error is not None:
             self.tool_result(tool.name, error=error)
             return
-        self.tool_result(tool.name, result=recorded)
+        self.tool_result(tool.name, result=result)
         try:
             if tool.remember is not None:
                 self._set(facts={**self.run.facts,
