@@ -13,7 +13,7 @@ release limits checked) says so with a :class:`Presentation`::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +25,15 @@ Reader = Callable[[str | None, dict[str, Any]], Any]
 Summary = Callable[[str | None, dict[str, Any], Mapping[str, Any]], str]
 
 
+def waits_for(tool: str | None, events: Sequence[str] = ()) -> str:
+    """What a pause waits for, as people read it: the tool a person must approve, or the
+    events a person may fire (``approved / declined / expired``)."""
+    return tool or " / ".join(events) or "decision"
+
+
 def _plain_summary(tool: str | None, args: dict[str, Any],
-                   facts: Mapping[str, Any] | None = None) -> str:
-    what = tool or "decision"
+                   facts: Mapping[str, Any] | None = None, events: Sequence[str] = ()) -> str:
+    what = waits_for(tool, events)
     return f"{what} {canonical(args)}" if args else what
 
 
@@ -51,12 +57,16 @@ class Presentation:
     amount_field: str | None = None
 
     def describe(self, tool: str | None, args: dict[str, Any],
-                 facts: Mapping[str, Any] | None = None) -> str:
-        """The request's summary; a summary function that raises falls back to plain."""
-        try:
-            return str(self.summary(tool, args, facts or {}))
-        except Exception:
-            return _plain_summary(tool, args)
+                 facts: Mapping[str, Any] | None = None, events: Sequence[str] = ()) -> str:
+        """The request's summary (``events``: those a waiting state's person may fire);
+        without a summary function, or when it raises, the plain one: what the pause
+        waits for and the arguments as JSON."""
+        if self.summary is not _plain_summary:
+            try:
+                return str(self.summary(tool, args, facts or {}))
+            except Exception:
+                pass
+        return _plain_summary(tool, args, events=events)
 
     def amount_of(self, tool: str | None, args: dict[str, Any]) -> int | None:
         """The request's amount in minor units, or ``None`` when it has none."""

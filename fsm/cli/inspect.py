@@ -64,15 +64,18 @@ def runs_cmd(
 @app.command("approvals")
 def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     """List pending approvals."""
+    from fsm.presentation import waits_for
+
     rows = []
     with reader_for(db) as store:
         for a in store.approvals(pending_only=True):
             run = store.load_run(a.run_id)
-            what = a.tool or "/".join(run.pending.events if run.pending else [])
+            events = run.pending.events if run.pending else []
             shown = spec_for_run(store, run).presentation
             rows.append({
-                "run_id": a.run_id, "user": run.user, "state": run.state, "waits_for": what,
-                "asks": shown.describe(a.tool, a.args, run.facts), "arguments": a.args,
+                "run_id": a.run_id, "user": run.user, "state": run.state,
+                "waits_for": waits_for(a.tool, events),
+                "asks": shown.describe(a.tool, a.args, run.facts, events), "arguments": a.args,
                 "amount": shown.money_text(a.tool, a.args),
                 "requested": fmt_time(a.requested_at), "expires": fmt_time(a.expires_at),
             })

@@ -74,6 +74,8 @@ def finish(store: Store, run: RunState, as_json: bool) -> None:
 
 def report(store: Store, run: RunState, as_json: bool) -> None:
     """Print the run id, the state path and the final status."""
+    from fsm.presentation import waits_for
+
     events = store.events(run.run_id)
     path = path_of(store, run.run_id, events)
     data: dict[str, Any] = {
@@ -93,13 +95,13 @@ def report(store: Store, run: RunState, as_json: bool) -> None:
         line += f" ({run.reason})"
     console.print(line, markup=False)
     if run.status == "awaiting_approval" and run.pending is not None:
-        what = run.pending.tool or " / ".join(run.pending.events)
-        args = json.dumps(run.pending.args, ensure_ascii=False, sort_keys=True)
+        p = run.pending
+        args = json.dumps(p.args, ensure_ascii=False, sort_keys=True)
         shown = spec_for_run(store, run, events).presentation
-        amount = shown.money_text(run.pending.tool, run.pending.args)
-        console.print(f"waiting  for a person ({what}): {args}"
+        amount = shown.money_text(p.tool, p.args)
+        console.print(f"waiting  for a person ({waits_for(p.tool, p.events)}): {args}"
                       + (f", amount {amount}" if amount else ""), markup=False)
-        console.print(f"asks     {shown.describe(run.pending.tool, run.pending.args, run.facts)}",
+        console.print(f"asks     {shown.describe(p.tool, p.args, run.facts, p.events)}",
                       markup=False)
 
 

@@ -27,7 +27,7 @@ from fsm.errors import (
     RunLocked,
 )
 from fsm.presentation import PLAIN
-from fsm.records import Approval, RunState, canonical, started_as
+from fsm.records import Approval, RunState, started_as
 from fsm.records import utc as iso
 from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
@@ -80,10 +80,8 @@ def money(spec: WorkflowSpec | None, amount: int | None) -> str:
 def describe(spec: WorkflowSpec | None, run: RunState, approval: Approval) -> Ask:
     """What the pause asks, through the workflow's :class:`~fsm.presentation.Presentation`."""
     shown = spec.presentation if spec is not None else PLAIN
-    what = approval.tool or " / ".join(run.pending.events if run.pending else [])
-    summary = shown.describe(approval.tool, approval.args, run.facts)
-    if shown.summary is PLAIN.summary:
-        summary = f"{what} {canonical(approval.args)}"
+    summary = shown.describe(approval.tool, approval.args, run.facts,
+                             run.pending.events if run.pending else ())
     amount = shown.amount_of(approval.tool, approval.args)
     return Ask(summary=summary, amount=amount, amount_text=money(spec, amount))
 
