@@ -31,9 +31,8 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from steps import RUN, Policy, loop_spec  # noqa: E402
+from steps import RUN, drive  # noqa: E402
 
-from fsm import Budgets, Engine  # noqa: E402
 from fsm.store.postgres import PostgresStore  # noqa: E402
 
 
@@ -61,21 +60,6 @@ def bench_database(url: str | None) -> Iterator[str]:
     finally:
         with psycopg.connect(url, autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-def framework(store: PostgresStore, steps: int) -> dict[str, float]:
-    policy = Policy()
-    engine = Engine(loop_spec(), store, policy, budgets=Budgets(max_steps=steps),
-                    max_repeats=None)
-    engine.start("go", run_id=RUN, drive=False)
-    t0 = time.perf_counter()
-    run = engine.resume(RUN)
-    total = time.perf_counter() - t0
-    assert run.status == "budget_exhausted" and run.used.steps == steps, run
-    gaps = [b - a for a, b in zip(policy.calls, policy.calls[1:], strict=False)] or [total]
-    return {"ms_per_step": statistics.fmean(gaps) * 1000,
-            "ms_per_step_median": statistics.median(gaps) * 1000,
-            "ms_per_step_incl_setup": total / steps * 1000}
 
 
 def floor(url: str) -> dict[str, float]:
@@ -131,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     with bench_database(args.db) as url:
         store = PostgresStore(url, pool_size=4)
         try:
-            fw = framework(store, args.steps)
+            fw = drive(store, args.steps)
             version = store.server_version()
         finally:
             store.close()

@@ -26,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from fsm import (
     define_workflow,
 )
 from fsm.runtime.view import view_at
+from fsm.store.base import Store
 from fsm.store.schema import MIGRATIONS
 
 RUN = "bench"
@@ -101,26 +103,39 @@ def used_bytes(path: Path) -> int:
 
 # -- the framework ------------------------------------------------------------------------------
 
-def framework(path: Path, steps: int, synchronous: str) -> dict[str, float]:
-    """Drive an N-step run; time per step and bytes per step."""
-    store = SQLiteStore(str(path), synchronous=synchronous)
+def drive(store: Store, steps: int, *, measure: Callable[[], float] | None = None
+          ) -> dict[str, float]:
+    """Drive an N-step run on ``store``: time per step (and, given ``measure``, what it
+    grew by per step, read before and after)."""
     policy = Policy()
     engine = Engine(loop_spec(), store, policy, budgets=Budgets(max_steps=steps),
                     max_repeats=None)
     engine.start("go", run_id=RUN, drive=False)
-    before = used_bytes(path)
+    before = measure() if measure is not None else 0.0
     t0 = time.perf_counter()
     run = engine.resume(RUN)
     total = time.perf_counter() - t0
     assert run.status == "budget_exhausted" and run.used.steps == steps, run
-    store.close()
     # Steady state: from one policy call to the next (a whole step: commit, budget check,
     # view, policy, gate, tool); the setup of resume is reported separately.
     gaps = [b - a for a, b in zip(policy.calls, policy.calls[1:], strict=False)] or [total]
-    return {"ms_per_step": statistics.fmean(gaps) * 1000,
-            "ms_per_step_median": statistics.median(gaps) * 1000,
-            "ms_per_step_incl_setup": total / steps * 1000,
-            "bytes_per_step": (used_bytes(path) - before) / steps}
+    out = {"ms_per_step": statistics.fmean(gaps) * 1000,
+           "ms_per_step_median": statistics.median(gaps) * 1000,
+           "ms_per_step_incl_setup": total / steps * 1000}
+    if measure is not None:
+        out["grew_per_step"] = (measure() - before) / steps
+    return out
+
+
+def framework(path: Path, steps: int, synchronous: str) -> dict[str, float]:
+    """Drive an N-step run on SQLite; time per step and bytes per step."""
+    store = SQLiteStore(str(path), synchronous=synchronous)
+    try:
+        out = drive(store, steps, measure=lambda: float(used_bytes(path)))
+    finally:
+        store.close()
+    out["bytes_per_step"] = out.pop("grew_per_step")
+    return out
 
 
 # -- the floor: the same rows, plain sqlite3 ------------------------------------------------------
