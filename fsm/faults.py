@@ -33,7 +33,7 @@ def fault(point: str, step: int) -> None:
     raw = _ENVIRON.get(_KEY)
     if not raw:
         return
-    spec = raw.decode() if isinstance(raw, bytes) else str(raw)
+    spec = os.fsdecode(raw)  # as os.environ decodes it
     for item in spec.split(","):
         name, _, at = item.partition("@")
         if name == point and (at in ("", "*") or at == str(step)):

@@ -521,24 +521,19 @@ class StepCommit:
 
 def snapshot_json(run: RunState) -> str:
     """A run row's snapshot as stored: the run's JSON (pydantic's, in field order)
-    without the version, which is the store's. It reads back as the same text."""
+    without the version, which is the store's. (Stores before this one wrote canonical
+    JSON; the audit hashes the stored text, so either form verifies.)"""
     return run.model_dump_json(exclude={"version"})
 
 
-def _sha(text: str) -> str:
+def text_hash(text: str) -> str:
+    """SHA-256 of ``text`` (a row as stored)."""
     return hashlib.sha256(text.encode()).hexdigest()
 
 
 def snapshot_hash(run: RunState) -> str:
     """The hash of a run row's snapshot as stored (the version is the store's)."""
-    return _sha(snapshot_json(run))
-
-
-def snapshot_hashes(run: RunState) -> tuple[str, str]:
-    """:func:`snapshot_hash`, and the hash of the snapshot as earlier stores wrote it
-    (canonical JSON), which the log of a run last committed by one records."""
-    return (snapshot_hash(run),
-            _sha(canonical(run.model_dump(mode="json", exclude={"version"}))))
+    return text_hash(snapshot_json(run))
 
 
 def effect_hash(result: Any, error: str | None) -> str:
@@ -562,13 +557,13 @@ def decision_hash(approval_id: str, decision: str | None, reviewer: str | None,
 def covered_rows(c: StepCommit, first_message: int) -> dict[str, Any]:
     """The hashes of what ``c`` writes besides its events (see above), over the very
     text the store writes."""
-    rows: dict[str, Any] = {"snapshot": _sha(c.snapshot)}
+    rows: dict[str, Any] = {"snapshot": text_hash(c.snapshot)}
     if c.messages:
         # The canonical JSON of the list is its rows' texts joined: fingerprint(messages).
         rows["messages"] = [first_message, first_message + len(c.messages),
-                            _sha("[" + ",".join(c.message_bodies) + "]")]
+                            text_hash("[" + ",".join(c.message_bodies) + "]")]
     if c.view is not None:
-        rows["view"] = [c.view.step, _sha(c.view_body or "")]
+        rows["view"] = [c.view.step, text_hash(c.view_body or "")]
     if c.effects_done:
         rows["effects"] = {k: effect_hash(r, e) for k, (r, e) in c.effects_done.items()}
     if c.new_approval is not None:
@@ -582,7 +577,7 @@ def covered_rows(c: StepCommit, first_message: int) -> dict[str, Any]:
 
 
 def _link(prev_hash: str, body: dict[str, Any]) -> str:
-    return _sha(prev_hash + canonical(body))
+    return text_hash(prev_hash + canonical(body))
 
 
 class ChainedEvent(NamedTuple):
@@ -644,7 +639,7 @@ def chained(events: list[Event], prev_hash: str, next_seq: int) -> list[ChainedE
     for seq, ev in enumerate(events, start=next_seq):
         # The detail as JSON mode dumps it (str keys, null for NaN), as the audit reads it.
         detail = canonical(_DETAIL.dump_python(ev.detail, mode="json"))
-        link = _sha(prev_hash + _body_json(ev, seq, prev_hash, detail))
+        link = text_hash(prev_hash + _body_json(ev, seq, prev_hash, detail))
         out.append(ChainedEvent(ev, seq, prev_hash, link, detail))
         prev_hash = link
     return out

@@ -392,6 +392,12 @@ class _WorkerStore(Store):
     def log_head(self, run_id: str) -> tuple[int, str]:
         return self.inner.log_head(run_id)
 
+    def snapshot_text(self, run_id: str) -> str:
+        return self.inner.snapshot_text(run_id)
+
+    def approval(self, approval_id: str) -> Approval | None:
+        return self.inner.approval(approval_id)
+
     def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False,
                 ttl: float | None = None) -> str | None:
         return self.inner.acquire(run_id, owner, now, force=force, ttl=ttl)

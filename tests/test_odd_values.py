@@ -157,3 +157,22 @@ def test_the_workflows_hooks_get_the_result_as_recorded(tmp_path: Path) -> None:
         assert effect.result == recorded
         assert seen == [recorded, recorded]
         assert store.load_run("r1").facts["receipt"] == recorded
+
+
+@pytest.mark.parametrize("facts", [
+    {"m": {1: "a", "1": "b"}},  # keys that are one key once written as JSON
+    {"ratio": float("nan"), "big": 2**80, "when": dt.date(2026, 12, 1)},
+], ids=["colliding keys", "nan, huge int, date"])
+def test_odd_facts_audit_clean(any_store: Store, facts: dict[str, Any]) -> None:
+    """The audit hashes the snapshot as stored, so facts whose JSON reads back as other
+    values (keys that collide, NaN written as null) still audit clean."""
+    spec = define_workflow(
+        "odd-facts", transitions={"looking": {"finish": "done"}}, terminal={"done"},
+        tools_by_state={"looking": ["look"]}, initial="looking",
+        tools=[ToolSpec("look", lambda args, ctx: {"ok": True}, "Look.", NoArgs,
+                        remember=lambda args, result, known: facts)],
+    )
+    run = Engine(spec, any_store, look_then_finish).start("go", run_id="f1")
+    assert run.status == "done"
+    report = audit(any_store, "f1")
+    assert report.ok, report.problems

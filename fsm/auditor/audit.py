@@ -16,7 +16,7 @@ from fsm.records import (
     decision_hash,
     effect_hash,
     fingerprint,
-    snapshot_hashes,
+    text_hash,
     verify_chain,
 )
 from fsm.store.base import Store
@@ -130,7 +130,7 @@ def _covered(store: Store, run: RunState, events: list[Event], approval_rows: li
         return []  # a run logged before its rows were covered
     out: list[str] = []
     last = covering[-1]
-    if last.detail["rows"].get("snapshot") not in snapshot_hashes(run):
+    if last.detail["rows"].get("snapshot") != text_hash(store.snapshot_text(run.run_id)):
         out.append(f"the run row's snapshot differs from what event seq {last.seq} recorded "
                    "(facts, user, status or budgets changed outside a step)")
     messages = store.messages(run.run_id)

@@ -16,7 +16,15 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from fsm.errors import StoreError
-from fsm.records import Approval, Effect, Event, RunState, StepCommit, ViewRecord
+from fsm.records import (
+    Approval,
+    Effect,
+    Event,
+    RunState,
+    StepCommit,
+    ViewRecord,
+    snapshot_json,
+)
 from fsm.store.people import Account, Notification, Refusal
 
 
@@ -186,6 +194,11 @@ class Store(ABC):
     def workflow_names(self) -> list[str]:
         """The workflows that have runs, sorted."""
         return sorted({r.workflow for r in self.list_runs()})
+
+    def snapshot_text(self, run_id: str) -> str:
+        """The run row's snapshot exactly as stored: the text whose hash the last event of
+        the run's last commit records (the audit compares the two)."""
+        return snapshot_json(self.load_run(run_id))
 
     def approval(self, approval_id: str) -> Approval | None:
         for a in self.approvals(pending_only=False):

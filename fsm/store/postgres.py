@@ -341,6 +341,12 @@ class PostgresStore(Store):
         rows = self._read("SELECT content FROM artifacts WHERE sha256 = %s", (sha256,))
         return str(rows[0][0]) if rows else None
 
+    def snapshot_text(self, run_id: str) -> str:
+        rows = self._read("SELECT snapshot FROM runs WHERE run_id = %s", (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        return str(rows[0][0])
+
     def log_head(self, run_id: str) -> tuple[int, str]:
         rows = self._read("SELECT log_count, log_head FROM runs WHERE run_id = %s", (run_id,))
         if not rows:

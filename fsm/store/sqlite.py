@@ -162,21 +162,23 @@ class SQLiteStore(Store):
 
     def create_run(self, run: RunState, commit: StepCommit | None = None) -> RunState:
         commit = commit or StepCommit(run=run, expected_version=0)
-        try:
-            with self._tx() as db:
-                try:
-                    db.execute(
-                        "INSERT INTO runs (run_id, workflow, status, version, snapshot, "
-                        "created_at, updated_at) VALUES (?, ?, ?, 0, '{}', ?, ?)",
-                        (run.run_id, run.workflow, run.status, run.created_at, run.updated_at),
-                    )
-                except sqlite3.IntegrityError:
-                    raise RunError(f"run {run.run_id!r} already exists",
-                                   run_id=run.run_id) from None
-                return self._apply(db, commit, fence=False)
-        except BaseException:
-            self._heads.pop(run.run_id, None)
-            raise
+        with self._lock:  # as in commit()
+            try:
+                with self._tx() as db:
+                    try:
+                        db.execute(
+                            "INSERT INTO runs (run_id, workflow, status, version, snapshot, "
+                            "created_at, updated_at) VALUES (?, ?, ?, 0, '{}', ?, ?)",
+                            (run.run_id, run.workflow, run.status, run.created_at,
+                             run.updated_at),
+                        )
+                    except sqlite3.IntegrityError:
+                        raise RunError(f"run {run.run_id!r} already exists",
+                                       run_id=run.run_id) from None
+                    return self._apply(db, commit, fence=False)
+            except BaseException:
+                self._heads.pop(run.run_id, None)
+                raise
 
     def load_run(self, run_id: str) -> RunState:
         rows = self._read("SELECT snapshot, version FROM runs WHERE run_id = ?", (run_id,))
@@ -201,12 +203,15 @@ class SQLiteStore(Store):
         return [self._run(row, row["run_id"]) for row in self._read(sql, tuple(args))]
 
     def commit(self, commit: StepCommit) -> RunState:
-        try:
-            with self._tx() as db:
-                return self._apply(db, commit)
-        except BaseException:
-            self._heads.pop(commit.run.run_id, None)
-            raise
+        # Under the lock until what the store knows of the run is right again: a failed
+        # commit forgets its head before another thread can commit from it.
+        with self._lock:
+            try:
+                with self._tx() as db:
+                    return self._apply(db, commit)
+            except BaseException:
+                self._heads.pop(commit.run.run_id, None)
+                raise
 
     def _apply(self, db: sqlite3.Connection, c: StepCommit, *, fence: bool = True) -> RunState:
         run_id = c.run.run_id
@@ -402,6 +407,12 @@ class SQLiteStore(Store):
     def artifact(self, sha256: str) -> str | None:
         rows = self._read("SELECT content FROM artifacts WHERE sha256 = ?", (sha256,))
         return rows[0]["content"] if rows else None
+
+    def snapshot_text(self, run_id: str) -> str:
+        rows = self._read("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        return str(rows[0][0])
 
     def log_head(self, run_id: str) -> tuple[int, str]:
         rows = self._read("SELECT log_count, log_head FROM runs WHERE run_id = ?", (run_id,))
