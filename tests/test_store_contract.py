@@ -163,6 +163,18 @@ def test_commit_increments_the_version_and_stores_the_snapshot(store: Store) -> 
     assert (loaded.step, loaded.message_count, loaded.updated_at) == (1, 3, 1001.0)
 
 
+def test_the_snapshot_is_kept_as_the_commit_wrote_it(store: Store) -> None:
+    """The audit hashes the stored snapshot text: it must be the commit's own text (the
+    one whose hash a step's last event records)."""
+    run = created(store)
+    c = step_commit(run, 1)
+    c.run.facts = {"m": {"b": 1, "a": [1.5, None]}, "note": "é"}
+    store.commit(c)
+    assert store.snapshot_text("r1") == c.snapshot
+    with pytest.raises(RunNotFound):
+        store.snapshot_text("nope")
+
+
 # -- atomicity and optimistic concurrency ---------------------------------------------------
 
 def test_stale_commit_raises_concurrent_update_naming_run_and_versions(store: Store) -> None:
