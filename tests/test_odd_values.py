@@ -176,3 +176,12 @@ def test_odd_facts_audit_clean(any_store: Store, facts: dict[str, Any]) -> None:
     assert run.status == "done"
     report = audit(any_store, "f1")
     assert report.ok, report.problems
+
+
+def test_a_clock_that_is_not_finite_saves_nothing(tmp_path: Path) -> None:
+    spec = workflow({"ok": True})
+    with SQLiteStore(str(tmp_path / "clock.db")) as store:
+        engine = Engine(spec, store, look_then_finish, clock=lambda: float("inf"))
+        with pytest.raises(ValueError, match="clock returned inf, not a finite time"):
+            engine.start("go", run_id="r1")
+        assert store.list_runs() == []

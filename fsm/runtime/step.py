@@ -9,6 +9,7 @@ review verdict, a compaction plan) and the step applies them.
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 from typing import Any
 
@@ -440,7 +441,11 @@ class Step:
         elapsed = 0.0 if initial else time.monotonic() - self.started
         self.run.used.active_seconds += elapsed
         first_message = self.run.message_count
-        self._set(step=max(self.run.step, self.step), updated_at=self.ctx.clock(),
+        now = self.ctx.clock()
+        if not math.isfinite(now):  # it would be stored as null, and the run unreadable
+            raise ValueError(f"the engine's clock returned {now!r}, not a finite time; "
+                             "nothing of this step was saved")
+        self._set(step=max(self.run.step, self.step), updated_at=now,
                   message_count=first_message + len(self.messages))
         commit = StepCommit(
             run=self.run, expected_version=self.expected_version, messages=self.messages,
