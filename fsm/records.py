@@ -651,14 +651,17 @@ def chain(events: list[Event], prev_hash: str, next_seq: int) -> list[dict[str, 
     return [c.body() for c in chained(events, prev_hash, next_seq)]
 
 
+def start_detail(events: list[Event]) -> dict[str, Any]:
+    """What a run's start event records (the workflow's name, the policy, a model's base
+    URL and timeout); empty when its log does not begin with one."""
+    return events[0].detail if events and events[0].kind == "start" else {}
+
+
 def started_as(events: list[Event], workflow: str) -> str:
     """How a run's workflow was named when it started (``fsm run`` records the registered
     name or ``module:attr`` in the start event), else the workflow's own name."""
-    if events and events[0].kind == "start":
-        ref = events[0].detail.get("workflow_ref")
-        if ref:
-            return str(ref)
-    return workflow
+    ref = start_detail(events).get("workflow_ref")
+    return str(ref) if ref else workflow
 
 
 def state_path(events: list[Event]) -> list[str]:

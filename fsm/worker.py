@@ -36,6 +36,7 @@ from fsm.records import (
     RunState,
     StepCommit,
     ViewRecord,
+    start_detail,
     started_as,
 )
 from fsm.registry import load_workflow
@@ -220,7 +221,7 @@ class Worker:
 
     def _parts(self, run: RunState, events: list[Event]) -> tuple[WorkflowSpec, Any]:
         """The workflow the run started under and the policy it recorded (or the override)."""
-        start = events[0].detail if events and events[0].kind == "start" else {}
+        start = start_detail(events)
         ref = started_as(events, run.workflow)
         policy = self.config.policy or str(start.get("policy") or "default")
         with self._lock:

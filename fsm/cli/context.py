@@ -96,6 +96,8 @@ def engine_for_run(store: Store, run_id: str, *, policy: str | None = None,
                    model: str | None = None, base_url: str | None = None,
                    timeout: float | None = None) -> Engine:
     """An engine for an existing run, with the policy it started with unless overridden."""
+    from fsm.adapters.recorded import recorded_choice
+    from fsm.records import start_detail
     from fsm.registry import load_workflow
     from fsm.runtime.compaction import Compactor
     from fsm.runtime.engine import Engine
@@ -105,14 +107,11 @@ def engine_for_run(store: Store, run_id: str, *, policy: str | None = None,
     ref = workflow_ref(store, run, events)
     spec = load_workflow(ref)
     if policy is None and model is None:
-        start = events[0].detail if events else {}
-        recorded = str(start.get("policy") or "default")
-        if recorded.startswith("model:"):
-            model = recorded.removeprefix("model:")
-            base_url = base_url or start.get("base_url")
-            timeout = start.get("timeout") if timeout is None else timeout
-        elif recorded != "default":
-            policy = recorded
+        recorded = recorded_choice(start_detail(events))
+        policy, model = recorded.policy, recorded.model
+        if model is not None:
+            base_url = base_url or recorded.base_url
+            timeout = recorded.timeout if timeout is None else timeout
     try:
         fn, _ = make_policy(ref, spec, policy, model, base_url, timeout)
     except WorkflowNotFound as exc:

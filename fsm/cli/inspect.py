@@ -134,8 +134,9 @@ def show_cmd(
 
 
 def _run_model(store: Any, run_id: str) -> str:
-    events = store.events(run_id)
-    policy = str(events[0].detail.get("policy", "")) if events else ""
+    from fsm.records import start_detail
+
+    policy = str(start_detail(store.events(run_id)).get("policy", ""))
     if not policy.startswith("model:"):
         raise RunError(f"run {run_id!r} was not driven by a model ({policy or 'unknown'}); "
                        "give --model NAME", run_id=run_id)

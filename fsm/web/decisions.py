@@ -27,7 +27,7 @@ from fsm.errors import (
     RunLocked,
 )
 from fsm.presentation import PLAIN
-from fsm.records import Approval, RunState, started_as
+from fsm.records import Approval, RunState, start_detail, started_as
 from fsm.records import utc as iso
 from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
@@ -148,8 +148,7 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
     from fsm.adapters.recorded import recorded_policy  # imports the model adapter
 
     events = store.events(run.run_id)
-    start = events[0].detail if events and events[0].kind == "start" else {}
-    policy = recorded_policy(started_as(events, run.workflow), spec, start)
+    policy = recorded_policy(started_as(events, run.workflow), spec, start_detail(events))
     engine = Engine(spec, store, policy, clock=clock, compactor=Compactor())
     try:
         return engine.decide(run.run_id, action == "approve", account.name, note.strip(),
