@@ -4,10 +4,10 @@ what both SQL stores read and ask alike."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fsm.errors import ApprovalAlreadyDecided
+from fsm.errors import ApprovalAlreadyDecided, RunNotFound
 from fsm.records import Approval, ApprovalDecision, RunState, StepCommit, canonical
 from fsm.store.people import notification_key, outbox_rows
 
@@ -108,3 +108,53 @@ def outbox_insert(c: StepCommit, mark: str) -> tuple[str, list[tuple[Any, ...]]]
            f"next_attempt_at) VALUES ({mark}, {mark}, {mark}, {mark}, {mark}, {mark}) "
            "ON CONFLICT DO NOTHING")
     return sql, rows
+
+
+class SQLReads:
+    """The reads both SQL stores make with the same SQL: a store gives its ``_read`` and
+    its placeholder (``MARK``)."""
+
+    MARK: str
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> Sequence[Any]:
+        raise NotImplementedError
+
+    def _exists(self, run_id: str) -> None:
+        """Raise ``RunNotFound`` unless the run exists: asked only when a read of its
+        rows found none, so a read of an existing run costs one query."""
+        if not self._read(f"SELECT 1 FROM runs WHERE run_id = {self.MARK}", (run_id,)):
+            raise RunNotFound(run_id)
+
+    def artifact(self, sha256: str) -> str | None:
+        rows = self._read(f"SELECT content FROM artifacts WHERE sha256 = {self.MARK}",
+                          (sha256,))
+        return str(rows[0][0]) if rows else None
+
+    def snapshot_text(self, run_id: str) -> str:
+        rows = self._read(f"SELECT snapshot FROM runs WHERE run_id = {self.MARK}", (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        return str(rows[0][0])
+
+    def log_head(self, run_id: str) -> tuple[int, str]:
+        rows = self._read(f"SELECT log_count, log_head FROM runs WHERE run_id = {self.MARK}",
+                          (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        return int(rows[0][0]), str(rows[0][1])
+
+    def count_waiting(self, workflow: str | None = None) -> int:
+        sql, args = waiting_query(workflow, self.MARK, count=True)
+        return int(self._read(sql, tuple(args))[0][0])
+
+    def count_runs(self, status: str | None = None, workflow: str | None = None) -> int:
+        where, args = runs_where(status, workflow, self.MARK)
+        return int(self._read(f"SELECT COUNT(*) FROM runs{where}", tuple(args))[0][0])
+
+    def workflow_names(self) -> list[str]:
+        return [r[0] for r in self._read("SELECT DISTINCT workflow FROM runs ORDER BY workflow")]
+
+    def approval(self, approval_id: str) -> Approval | None:
+        rows = self._read(f"SELECT {', '.join(APPROVAL_COLUMNS)} FROM approvals "
+                          f"WHERE approval_id = {self.MARK}", (approval_id,))
+        return approval_from(dict(zip(APPROVAL_COLUMNS, rows[0], strict=True))) if rows else None

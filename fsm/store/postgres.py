@@ -46,6 +46,7 @@ from fsm.store.columns import (
     EVENT_COLUMNS,
     NOTIFICATION_COLUMNS,
     REFUSAL_COLUMNS,
+    SQLReads,
     approval_from,
     decided_before,
     decision_update,
@@ -81,12 +82,14 @@ def redact(url: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
-class PostgresStore(Store):
+class PostgresStore(SQLReads, Store):
     """A durable store in a PostgreSQL database, shared by any number of processes.
 
     ``pool_size`` (default ``$FSM_PG_POOL``, else 10) bounds the connections this
     process opens; a worker needs about one per run it drives at once, plus two.
     """
+
+    MARK = "%s"
 
     def __init__(self, url: str, *, pool_size: int | None = None,
                  application_name: str | None = None, connect_timeout: float = 10.0) -> None:
@@ -257,12 +260,6 @@ class PostgresStore(Store):
 
     # -- reads ----------------------------------------------------------------------
 
-    def _exists(self, run_id: str) -> None:
-        """Raise ``RunNotFound`` unless the run exists: asked only when a read of its
-        rows found none, so a read of an existing run costs one query."""
-        if not self._read("SELECT 1 FROM runs WHERE run_id = %s", (run_id,)):
-            raise RunNotFound(run_id)
-
     def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
         rows = self._read("SELECT body FROM messages WHERE run_id = %s AND idx >= %s AND idx < %s "
                           "ORDER BY idx", (run_id, start, end if end is not None else 2**31 - 1))
@@ -336,22 +333,6 @@ class PostgresStore(Store):
             sql += " AND decision IS NULL"
         return [_approval(r) for r in
                 self._read(sql + " ORDER BY requested_at, approval_id", tuple(args))]
-
-    def artifact(self, sha256: str) -> str | None:
-        rows = self._read("SELECT content FROM artifacts WHERE sha256 = %s", (sha256,))
-        return str(rows[0][0]) if rows else None
-
-    def snapshot_text(self, run_id: str) -> str:
-        rows = self._read("SELECT snapshot FROM runs WHERE run_id = %s", (run_id,))
-        if not rows:
-            raise RunNotFound(run_id)
-        return str(rows[0][0])
-
-    def log_head(self, run_id: str) -> tuple[int, str]:
-        rows = self._read("SELECT log_count, log_head FROM runs WHERE run_id = %s", (run_id,))
-        if not rows:
-            raise RunNotFound(run_id)
-        return int(rows[0][0]), str(rows[0][1])
 
     # -- leases ---------------------------------------------------------------------
 
@@ -453,22 +434,6 @@ class PostgresStore(Store):
         n = len(APPROVAL_COLUMNS)
         return [(_approval(row[:n]), run_from(row[n], row[n + 1]))
                 for row in self._read(sql, (*args, int(limit), int(offset)))]
-
-    def count_waiting(self, workflow: str | None = None) -> int:
-        sql, args = waiting_query(workflow, "%s", count=True)
-        return int(self._read(sql, tuple(args))[0][0])
-
-    def count_runs(self, status: str | None = None, workflow: str | None = None) -> int:
-        where, args = runs_where(status, workflow, "%s")
-        return int(self._read(f"SELECT COUNT(*) FROM runs{where}", tuple(args))[0][0])
-
-    def workflow_names(self) -> list[str]:
-        return [r[0] for r in self._read("SELECT DISTINCT workflow FROM runs ORDER BY workflow")]
-
-    def approval(self, approval_id: str) -> Approval | None:
-        rows = self._read(f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals "
-                          "WHERE approval_id = %s", (approval_id,))
-        return _approval(rows[0]) if rows else None
 
     def add_account(self, account: Account) -> None:
         try:

@@ -39,6 +39,7 @@ from fsm.store.columns import (
     ACCOUNT_COLUMNS,
     APPROVAL_COLUMNS,
     EVENT_COLUMNS,
+    SQLReads,
     approval_from,
     decided_before,
     decision_update,
@@ -64,8 +65,10 @@ _INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
 _HEADS_KEPT = 4096
 
 
-class SQLiteStore(Store):
+class SQLiteStore(SQLReads, Store):
     """A durable store in one SQLite file."""
+
+    MARK = "?"
 
     def __init__(self, path: str, *, synchronous: str = "FULL",
                  busy_timeout_ms: int = 10_000, readonly: bool = False) -> None:
@@ -289,12 +292,6 @@ class SQLiteStore(Store):
 
     # -- reads ----------------------------------------------------------------------
 
-    def _exists(self, run_id: str) -> None:
-        """Raise ``RunNotFound`` unless the run exists: asked only when a read of its
-        rows found none, so a read of an existing run costs one query."""
-        if not self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)):
-            raise RunNotFound(run_id)
-
     def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
         with self._lock:
             try:
@@ -404,22 +401,6 @@ class SQLiteStore(Store):
                 raise self._damaged("approvals", r["run_id"], exc) from None
         return out
 
-    def artifact(self, sha256: str) -> str | None:
-        rows = self._read("SELECT content FROM artifacts WHERE sha256 = ?", (sha256,))
-        return rows[0]["content"] if rows else None
-
-    def snapshot_text(self, run_id: str) -> str:
-        rows = self._read("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,))
-        if not rows:
-            raise RunNotFound(run_id)
-        return str(rows[0][0])
-
-    def log_head(self, run_id: str) -> tuple[int, str]:
-        rows = self._read("SELECT log_count, log_head FROM runs WHERE run_id = ?", (run_id,))
-        if not rows:
-            raise RunNotFound(run_id)
-        return int(rows[0][0]), str(rows[0][1])
-
     # -- leases ---------------------------------------------------------------------
 
     def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False,
@@ -492,22 +473,6 @@ class SQLiteStore(Store):
             d = dict(row)
             out.append((approval_from(d), self._run(d, d["run_id"])))
         return out
-
-    def count_waiting(self, workflow: str | None = None) -> int:
-        sql, args = waiting_query(workflow, "?", count=True)
-        return int(self._read(sql, tuple(args))[0][0])
-
-    def count_runs(self, status: str | None = None, workflow: str | None = None) -> int:
-        where, args = runs_where(status, workflow, "?")
-        return int(self._read(f"SELECT COUNT(*) FROM runs{where}", tuple(args))[0][0])
-
-    def workflow_names(self) -> list[str]:
-        return [r[0] for r in self._read("SELECT DISTINCT workflow FROM runs ORDER BY workflow")]
-
-    def approval(self, approval_id: str) -> Approval | None:
-        rows = self._read(f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals "
-                          "WHERE approval_id = ?", (approval_id,))
-        return approval_from(dict(rows[0])) if rows else None
 
     def add_account(self, account: Account) -> None:
         with self._tx() as db:
