@@ -113,9 +113,14 @@ def text_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
+def text_hash(text: str) -> str:
+    """SHA-256 of ``text`` (a row as stored, an artifact)."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def fingerprint(value: Any) -> str:
     """SHA-256 of the canonical JSON of ``value``."""
-    return hashlib.sha256(canonical(value).encode()).hexdigest()
+    return text_hash(canonical(value))
 
 
 def new_id() -> str:
@@ -524,11 +529,6 @@ def snapshot_json(run: RunState) -> str:
     without the version, which is the store's. (Stores before this one wrote canonical
     JSON; the audit hashes the stored text, so either form verifies.)"""
     return run.model_dump_json(exclude={"version"})
-
-
-def text_hash(text: str) -> str:
-    """SHA-256 of ``text`` (a row as stored)."""
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def snapshot_hash(run: RunState) -> str:

@@ -8,7 +8,6 @@ review verdict, a compaction plan) and the step applies them.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import time
 from typing import Any
@@ -39,6 +38,7 @@ from fsm.records import (
     covered_rows,
     fingerprint,
     json_value,
+    text_hash,
     text_json,
 )
 from fsm.runtime import gate
@@ -142,7 +142,7 @@ class Step:
         text = text_json(result)
         if len(text) <= cap:
             return result
-        sha = hashlib.sha256(text.encode()).hexdigest()
+        sha = text_hash(text)
         self.artifacts[sha] = text
         return {"excerpt": text[:cap], "artifact": f"artifact:{sha}", "chars": len(text)}
 
