@@ -531,6 +531,17 @@ def snapshot_json(run: RunState) -> str:
     return run.model_dump_json(exclude={"version"})
 
 
+def unreadable(value: Any) -> str | None:
+    """Why ``value``, written into a run's snapshot, would not read back (an integer of
+    more digits than a JSON reader takes, a value that contains itself); ``None`` when
+    it reads back."""
+    try:
+        json.loads(_ANY.dump_json(value))
+    except (ValueError, TypeError, RecursionError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def snapshot_hash(run: RunState) -> str:
     """The hash of a run row's snapshot as stored (the version is the store's)."""
     return text_hash(snapshot_json(run))

@@ -185,3 +185,51 @@ def test_a_clock_that_is_not_finite_saves_nothing(tmp_path: Path) -> None:
         with pytest.raises(ValueError, match="clock returned inf, not a finite time"):
             engine.start("go", run_id="r1")
         assert store.list_runs() == []
+
+
+#: More digits than Python's JSON reader takes (``sys.get_int_max_str_digits()``).
+HUGE = 10**5000
+
+
+@pytest.mark.parametrize("write", [False, True], ids=["read", "write"])
+def test_a_result_too_big_to_record_reaches_the_model_as_an_error(
+        any_store: Store, write: bool) -> None:
+    """A result no store can write and read back (an integer of 5,001 digits, a value
+    that contains itself) is an error the model reads; the run goes on, a new process
+    reads it, and a write's effect row says the same."""
+    loop: dict[str, Any] = {"n": 1}
+    loop["self"] = loop
+    for case, result in {"huge": {"n": HUGE}, "circular": loop}.items():
+        engine = Engine(workflow(result, write=write), any_store, look_then_finish)
+        run = engine.start("go", run_id=case)
+        assert run.status == "done", run.reason
+        said = next(m for m in any_store.messages(case) if m.get("role") == "tool"
+                    and m["tool"] == "look")
+        assert said["error"].startswith("the result of look cannot be recorded: "), said
+        assert "result" not in said
+        if write:
+            effect = any_store.effect(f"{case}:1")
+            assert effect is not None and effect.status == "DONE"
+            assert effect.result is None and effect.error == said["error"]
+        report = audit(any_store, case)
+        assert report.ok, report.problems
+
+
+def test_facts_too_big_to_store_fail_the_run_and_keep_it_readable(any_store: Store) -> None:
+    """A ``remember`` hook that returns facts a snapshot cannot hold and read back stops
+    the run as failed with one line; the run as committed still loads and audits."""
+    spec = define_workflow(
+        "huge-facts", transitions={"looking": {"finish": "done"}}, terminal={"done"},
+        tools_by_state={"looking": ["look"]}, initial="looking",
+        tools=[ToolSpec("look", lambda args, ctx: {"ok": True}, "Look.", NoArgs,
+                        remember=lambda args, result, known: {"n": HUGE})],
+    )
+    run = Engine(spec, any_store, look_then_finish).start("go", run_id="h1")
+    assert run.status == "failed"
+    assert run.reason is not None and run.reason.startswith(
+        "look: its remember hook returned facts that cannot be stored: "), run.reason
+    assert "4300" in run.reason
+    loaded = any_store.load_run("h1")
+    assert loaded.status == "failed" and "n" not in loaded.facts
+    report = audit(any_store, "h1")
+    assert report.ok, report.problems

@@ -40,6 +40,7 @@ from fsm.records import (
     json_value,
     text_hash,
     text_json,
+    unreadable,
 )
 from fsm.runtime import gate
 from fsm.runtime.context import StepContext
@@ -129,15 +130,18 @@ class Step:
         else:
             self.message({"role": "assistant", "content": action.text or ""})
 
-    def tool_result(self, tool: str, *, result: Any = None, error: str | None = None) -> None:
+    def tool_result(self, tool: str, *, result: Any = None, error: str | None = None,
+                    text: str | None = None) -> None:
         if error is not None:
             self.message({"role": "tool", "tool": tool, "error": error})
         else:
-            self.message({"role": "tool", "tool": tool, "result": self._cap(result)})
+            self.message({"role": "tool", "tool": tool, "result": self._cap(result, text)})
 
-    def _cap(self, result: Any) -> Any:
+    def _cap(self, result: Any, text: str | None = None) -> Any:
+        """``result`` for the transcript, or an excerpt of it and the artifact that keeps
+        it whole (``text``: its canonical JSON, when already known)."""
         cap = self.ctx.result_cap
-        if len(canonical(result)) <= cap // 2:
+        if len(text if text is not None else canonical(result)) <= cap // 2:
             return result  # well within the cap however it is spaced: no second encoding
         text = text_json(result)
         if len(text) <= cap:
@@ -256,27 +260,33 @@ class Step:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         fault("after_tool_before_commit", self.step)
-        recorded = json_value(result)  # what the store will read back
+        recorded, text, error = _recorded(tool_name, result, error)
         if tool.write and key is not None:
             self.effects_done[key] = (recorded, error)
         self.event("tool", tool=tool_name, detail={"args": args_dict, "key": key, "error": error})
         if self.ctx.max_repeats is not None:
             self._set(recent_calls=gate.remembered(self.run.recent_calls, tool_name, args_dict))
-        self._finish_call(tool, args, recorded, error)
+        self._finish_call(tool, args, recorded, error, text)
 
     def _finish_call(self, tool: ToolSpec, args: BaseModel, result: Any,
-                     error: str | None) -> None:
-        """Record the call's result (its JSON form, as the store reads it back) and give
-        it to the workflow's hooks: the same value whether the call ran in this process
-        or is replayed from its effect row after a crash."""
+                     error: str | None, text: str | None = None) -> None:
+        """Record the call's result (its JSON form, as the store reads it back; ``text``
+        its canonical JSON when known) and give it to the workflow's hooks: the same value
+        whether the call ran in this process or is replayed from its effect row after a
+        crash."""
         if error is not None:
             self.tool_result(tool.name, error=error)
             return
-        self.tool_result(tool.name, result=result)
+        self.tool_result(tool.name, result=result, text=text)
         try:
             if tool.remember is not None:
-                self._set(facts={**self.run.facts,
-                                 **tool.remember(args, result, self.run.facts)})
+                facts = {**self.run.facts, **tool.remember(args, result, self.run.facts)}
+                problem = unreadable(facts)
+                if problem is not None:
+                    self.stop("failed", f"{tool.name}: its remember hook returned facts that "
+                                        f"cannot be stored: {problem}")
+                    return
+                self._set(facts=facts)
             event = tool.emits(result) if tool.emits is not None else None
         except Exception as exc:
             # The tool ran (its result is recorded); the workflow's own code failed on it.
@@ -474,6 +484,22 @@ class Step:
     def create(self) -> RunState:
         """Insert the new run with what this (initial) step wrote."""
         return self.ctx.store.create_run(self.run, self.commit(initial=True))
+
+
+def _recorded(tool: str, result: Any, error: str | None
+              ) -> tuple[Any, str | None, str | None]:
+    """A call's outcome as the store will read it back: the result's JSON form and its
+    canonical text, and the error. A result no store could write and read back (an
+    integer of more digits than a JSON reader takes, a value that contains itself)
+    becomes an error the model reads."""
+    if error is not None:
+        return None, None, error
+    try:
+        recorded = json_value(result)
+        return recorded, canonical(recorded), None
+    except (ValueError, TypeError, RecursionError) as exc:
+        return None, None, (f"the result of {tool} cannot be recorded: "
+                            f"{type(exc).__name__}: {exc}")
 
 
 def _approved_call_problem(ctx: StepContext, run_id: str, pending: ApprovedCall) -> str | None:
