@@ -174,8 +174,10 @@ def floor(source: Path, path: Path, synchronous: str) -> dict[str, float]:
     for version, (msgs, view, events) in enumerate(steps, start=1):
         t0 = time.perf_counter()
         db.execute("BEGIN IMMEDIATE")
+        # The status does not change between these steps: like the store, the floor
+        # leaves it as it is (writing it again would rewrite its four indexes).
         cur = db.execute(
-            "UPDATE runs SET status = 'running', version = ?, snapshot = ?, updated_at = ?, "
+            "UPDATE runs SET version = ?, snapshot = ?, updated_at = ?, "
             "log_count = ?, log_head = ? WHERE run_id = ? AND version = ?",
             (version + 1, snapshot, float(version), version, "0" * 64, RUN, version))
         assert cur.rowcount == 1

@@ -147,6 +147,37 @@ def test_a_store_that_committed_last_still_sees_another_writer_and_a_lost_lease(
     assert verify_chain(events) is None  # one chain, from either writer
 
 
+def test_the_status_column_follows_every_commit_from_either_store(tmp_path: Path) -> None:
+    """A commit leaves an unchanged status column as it is (rewriting it would rewrite
+    its indexes); the column still says what the snapshot says after every commit, from
+    this store or another one."""
+    path = str(tmp_path / "a.db")
+    mine, theirs = SQLiteStore(path), SQLiteStore(path)
+
+    def commit(store: SQLiteStore, run: RunState, status: str) -> RunState:
+        return store.commit(StepCommit(
+            run=run.model_copy(update={"status": status, "step": run.step + 1}),
+            expected_version=run.version))
+
+    def column() -> str:
+        db = sqlite3.connect(path)
+        try:
+            return str(db.execute("SELECT status FROM runs WHERE run_id = 'r1'").fetchone()[0])
+        finally:
+            db.close()
+
+    run = mine.create_run(_run("r1"))
+    for status in ("running", "awaiting_approval", "awaiting_approval"):
+        run = commit(mine, run, status)
+        assert column() == status == mine.load_run("r1").status
+    commit(theirs, theirs.load_run("r1"), "running")  # ``mine`` last saw awaiting_approval
+    run = commit(mine, mine.load_run("r1"), "awaiting_approval")
+    assert column() == "awaiting_approval"
+    run = commit(mine, run, "done")
+    assert column() == "done"
+    assert [r.run_id for r in theirs.list_runs("done")] == ["r1"]
+
+
 # -- schema and snapshot migrations -------------------------------------------------------------
 
 V1_SNAPSHOT = {

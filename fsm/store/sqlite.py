@@ -65,6 +65,19 @@ _INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
 _HEADS_KEPT = 4096
 
 
+def _update_run(status: bool, owner: bool) -> str:
+    return ("UPDATE runs SET " + ("status = ?, " if status else "")
+            + "version = ?, snapshot = ?, updated_at = ?, log_count = ?, log_head = ? "
+            "WHERE run_id = ? AND version = ?" + (" AND lease_owner = ?" if owner else ""))
+
+
+#: The UPDATE of a run's row by (status changed, lease checked). A status written again
+#: unchanged still rewrites each of the four indexes that hold it, which costs a step
+#: more than the rest of the row; so an unchanged status is left as it is.
+_UPDATE_RUN = {(status, owner): _update_run(status, owner)
+               for status in (True, False) for owner in (True, False)}
+
+
 class SQLiteStore(SQLReads, Store):
     """A durable store in one SQLite file."""
 
@@ -78,8 +91,9 @@ class SQLiteStore(SQLReads, Store):
         self.location = path
         self.readonly = readonly
         self._lock = threading.RLock()
-        #: run_id → (version, log count, log head) after this store's last commit of it.
-        self._heads: dict[str, tuple[int, int, str]] = {}
+        #: run_id → (version, log count, log head, status) after this store's last commit
+        #: of it.
+        self._heads: dict[str, tuple[int, int, str, str]] = {}
         if readonly:
             self._db = _open_readonly(path, busy_timeout_ms)
             return
@@ -224,23 +238,22 @@ class SQLiteStore(SQLReads, Store):
         # needs no read first, and the UPDATE's own condition is the check.
         known = self._heads.get(run_id)
         if known is None or known[0] != c.expected_version:
-            row = db.execute("SELECT version, log_count, log_head, lease_owner FROM runs "
-                             "WHERE run_id = ?", (run_id,)).fetchone()
+            row = db.execute("SELECT version, log_count, log_head, lease_owner, status "
+                             "FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             check_fence(run_id, row and (row[0], row[3]), owner=owner,
                         version=c.expected_version)
-            known = (row[0], row[1], row[2])
+            known = (row[0], row[1], row[2], row[4])
         version = c.expected_version + 1
         new = c.run.model_copy(update={"version": version})
         # The log continues from the head kept in the run row, not from the last row
         # found: a deleted tail then stays a gap the audit reports.
         events = chained(c.events, known[2], known[1])
         count, head = known[1] + len(events), events[-1].hash if events else known[2]
+        status_changed = new.status != known[3]
         cur = db.execute(
-            "UPDATE runs SET status = ?, version = ?, snapshot = ?, updated_at = ?, "
-            "log_count = ?, log_head = ? WHERE run_id = ? AND version = ?"
-            + ("" if owner is None else " AND lease_owner = ?"),
-            (new.status, version, c.snapshot, new.updated_at, count, head, run_id,
-             c.expected_version, *(() if owner is None else (owner,))),
+            _UPDATE_RUN[status_changed, owner is not None],
+            (*((new.status,) if status_changed else ()), version, c.snapshot, new.updated_at,
+             count, head, run_id, c.expected_version, *(() if owner is None else (owner,))),
         )
         if cur.rowcount != 1:
             self._fence(db, run_id, owner, c.expected_version)
@@ -250,7 +263,7 @@ class SQLiteStore(SQLReads, Store):
             db.executemany(_INSERT_EVENT, [e.row(_EVENT_COLS) for e in events])
         if len(self._heads) >= _HEADS_KEPT:
             self._heads.clear()
-        self._heads[run_id] = (version, count, head)
+        self._heads[run_id] = (version, count, head, new.status)
         if c.messages:
             base = new.message_count - len(c.messages)
             db.executemany(
