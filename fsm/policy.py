@@ -90,6 +90,11 @@ def _short(value: int) -> str:
     return str(value) if value.bit_length() <= 256 else f"<a {value.bit_length()}-bit number>"
 
 
+#: The usage of an action that reports none: one shared instance (frozen), so an action
+#: built without usage does not build and validate one of its own.
+NO_USAGE = Usage(calls=0)
+
+
 class Action(BaseModel):
     """One decision of the policy: a tool call or a final answer.
 
@@ -103,7 +108,7 @@ class Action(BaseModel):
     tool: str | None = None
     args: dict[str, Any] = {}
     final: str | None = None
-    usage: Usage = Field(default_factory=lambda: Usage(calls=0))
+    usage: Usage = Field(default_factory=lambda: NO_USAGE)
     problem: str | None = None
     #: Free text the model wrote alongside its call (kept in the transcript).
     text: str | None = None
@@ -152,7 +157,7 @@ class PolicyUnavailable(Exception):
     """
 
     def __init__(self, message: str, usage: Usage | None = None) -> None:
-        self.usage = usage or Usage(calls=0)
+        self.usage = usage or NO_USAGE
         super().__init__(message)
 
 

@@ -16,7 +16,7 @@ import json.encoder
 import math
 import uuid
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NamedTuple, get_args
+from typing import Annotated, Any, Literal, NamedTuple, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
@@ -133,6 +133,24 @@ def utc(t: float | None) -> str:
     if t is None:
         return ""
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def built(cls: type[_M], values: dict[str, Any]) -> _M:
+    """What ``cls.model_construct(**values)`` makes, in a third of its time, for a model
+    the framework builds each step from values it holds in their declared types (the
+    view a policy is given). Every field must be given; nothing is validated."""
+    if values.keys() != cls.model_fields.keys():
+        raise TypeError(f"{cls.__name__} is built from all of its fields, not "
+                        f"{sorted(values)}")
+    m = cls.__new__(cls)
+    object.__setattr__(m, "__dict__", values)
+    object.__setattr__(m, "__pydantic_fields_set__", set(values))
+    object.__setattr__(m, "__pydantic_extra__", None)
+    object.__setattr__(m, "__pydantic_private__", None)
+    return m
 
 
 class Budgets(BaseModel):

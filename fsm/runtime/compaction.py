@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fsm.policy import PolicyUnavailable, Usage
+from fsm.policy import NO_USAGE, PolicyUnavailable, Usage
 from fsm.records import Compaction, RunState, canonical, text_json
 from fsm.runtime.view import compacted
 from fsm.spec import WorkflowSpec
@@ -74,7 +74,7 @@ class Plan:
 @dataclass(frozen=True)
 class Summary:
     text: str
-    usage: Usage = field(default_factory=lambda: Usage(calls=0))
+    usage: Usage = NO_USAGE
     #: Which summariser wrote it.
     by: str = "deterministic"
 
@@ -177,7 +177,7 @@ class Compactor:
             return self.summariser(chunk), None
         except Exception as exc:  # a summary is never worth stopping the run for
             plain = summarise(chunk, max_chars=max_chars)
-            usage = exc.usage if isinstance(exc, PolicyUnavailable) else Usage(calls=0)
+            usage = exc.usage if isinstance(exc, PolicyUnavailable) else NO_USAGE
             return (Summary(plain.text, usage, by="deterministic"),
                     f"summariser: {type(exc).__name__}: {exc}")
 

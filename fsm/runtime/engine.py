@@ -23,7 +23,7 @@ from fsm.errors import (
     validation_summary,
 )
 from fsm.faults import fault
-from fsm.policy import Action, PolicyFn, PolicyUnavailable, Usage, as_action
+from fsm.policy import NO_USAGE, Action, PolicyFn, PolicyUnavailable, as_action
 from fsm.records import (
     ApprovedCall,
     Budgets,
@@ -256,7 +256,7 @@ class Engine:
             s.stop("model_unavailable", f"model unavailable: {exc}")
             return None
         except Exception as exc:  # a bug in the policy, not model output
-            s.spend(Usage(calls=0), policy_call=True)
+            s.spend(NO_USAGE, policy_call=True)
             s.stop("failed", f"policy raised {type(exc).__name__}: {exc}")
             return None
         action = usable(raw)

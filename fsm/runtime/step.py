@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from fsm.errors import TransitionRefused
 from fsm.faults import fault
 from fsm.machine import machine_for
-from fsm.policy import Action, Usage
+from fsm.policy import NO_USAGE, Action, Usage
 from fsm.records import (
     Approval,
     ApprovalDecision,
@@ -315,7 +315,7 @@ class Step:
 
     def recover(self, effect: Effect) -> None:
         """A crash left a claimed write with no committed step: finish that step."""
-        self.spend(Usage(calls=0), policy_call=True)
+        self.spend(NO_USAGE, policy_call=True)
         self.event("recover", tool=effect.tool,
                    detail={"key": effect.key, "status": effect.status})
         self.assistant(Action(tool=effect.tool, args=effect.args))

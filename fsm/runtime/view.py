@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.policy import View
-from fsm.records import Compaction, ViewRecord
+from fsm.records import Compaction, ViewRecord, built
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.base import Store
 
@@ -84,13 +84,14 @@ def render(spec: WorkflowSpec, schemas: Schemas, run_id: str, record: ViewRecord
     """The exact view of ``record`` given the transcript's first messages."""
     # Built without re-validating every message: the transcript is ours, and checking it
     # again each step would make a step cost grow with the length of the run.
-    return View.model_construct(
-        run_id=run_id, workflow=spec.name, step=record.step, state=record.state,
-        messages=compacted(messages[: record.message_count], record.compaction),
-        tools=schemas.offered(record.tools, record.events), events=record.events,
-        system_prompt=spec.system_prompt, instructions=spec.instructions.get(record.state, ""),
-        final_allowed=record.state in spec.finish_states,
-    )
+    return built(View, {
+        "run_id": run_id, "workflow": spec.name, "step": record.step, "state": record.state,
+        "messages": compacted(messages[: record.message_count], record.compaction),
+        "tools": schemas.offered(record.tools, record.events), "events": record.events,
+        "system_prompt": spec.system_prompt,
+        "instructions": spec.instructions.get(record.state, ""),
+        "final_allowed": record.state in spec.finish_states,
+    })
 
 
 def view_at(spec: WorkflowSpec, store: Store, run_id: str, step: int | None = None) -> View | None:
