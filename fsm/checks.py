@@ -185,6 +185,10 @@ class Check:
         }
         if bad_emits:
             out.append(f"tools emit events that do not exist: {quoted(bad_emits)}")
+        undeclared = {t.name for t in self.tools.values() if t.emits and not t.emits_events}
+        if undeclared:
+            out.append(f"tools with emits name no emits_events (every event emits may "
+                       f"return): {quoted(undeclared)}")
         return out
 
     def _event_references(self) -> list[str]:

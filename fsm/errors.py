@@ -153,14 +153,17 @@ class ConcurrentUpdate(RunError):
 
 
 class RunLocked(RunError):
-    def __init__(self, run_id: str, owner: str) -> None:
+    def __init__(self, run_id: str, owner: str, *, this_process: bool = False) -> None:
         self.owner = owner
-        super().__init__(
-            f"run {run_id!r} is being driven by another process ({owner}); "
-            "wait for it to stop, then resume (if that process is gone for good: "
-            "fsm resume --take-over)",
-            run_id=run_id,
-        )
+        if this_process:
+            # One engine (one owner) asked to drive a run it is driving already.
+            message = (f"run {run_id!r} is being driven by another thread of this process "
+                       f"({owner}); wait for it to stop, then resume")
+        else:
+            message = (f"run {run_id!r} is being driven by another process ({owner}); "
+                       "wait for it to stop, then resume (if that process is gone for good: "
+                       "fsm resume --take-over)")
+        super().__init__(message, run_id=run_id)
 
 
 class LeaseLost(RunError):

@@ -9,11 +9,13 @@ translated here, at the one boundary, into :class:`TransitionRefused`.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from transitions import EventData, Machine, MachineError
 
 from fsm.errors import TransitionRefused
+from fsm.records import describe
 from fsm.spec import WorkflowSpec
 
 
@@ -56,7 +58,7 @@ class WorkflowMachine:
         return list(self._machine.get_triggers(state))
 
     def fire(
-        self, state: str, event: str, facts: dict[str, Any], payload: dict[str, Any],
+        self, state: str, event: str, facts: Mapping[str, Any], payload: dict[str, Any],
         *, run_id: str | None = None,
     ) -> str:
         """Return the next state, or raise :class:`TransitionRefused` with the reason."""
@@ -80,7 +82,7 @@ class WorkflowMachine:
                 g = self.spec.guards[event]
                 raise TransitionRefused(
                     f"event {event!r} refused in state {state!r}: guard ({g.description}) "
-                    f"raised {type(exc).__name__}: {exc}", run_id=run_id, state=state, event=event,
+                    f"raised {describe(exc)}", run_id=run_id, state=state, event=event,
                 ) from exc
             after = token.state
         if not moved:

@@ -87,11 +87,40 @@ def canonical(value: Any) -> str:
 
 def check_plain_json(value: Any) -> None:
     """Raise ``TypeError``, ``ValueError`` or ``RecursionError`` unless ``value`` is plain
-    JSON: dicts, lists, strings, finite numbers, booleans and null."""
+    JSON: dicts, lists, strings (with no lone surrogate: every store writes UTF-8),
+    finite numbers, booleans and null."""
     if _STRICT is None:
-        json.dumps(value, allow_nan=False)
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode()
     else:
-        _STRICT(value, 0)
+        "".join(_STRICT(value, 0)).encode()
+
+
+def storable(text: str) -> str:
+    """``text`` as every store can keep it in a text column: a NUL (PostgreSQL text holds
+    none) and a lone surrogate (UTF-8 has none; ``json.loads`` and ``os.fsdecode`` make
+    them) written as escapes. For text that workflow code, a model or an exception chose."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode()
+    return text
+
+
+def shown(value: object) -> str:
+    """``str(value)`` for a value workflow code returned or raised, as :func:`storable`
+    text; one whose ``__str__`` raises is said to be unreadable."""
+    try:
+        return storable(str(value))
+    except Exception as exc:
+        return f"<{type(value).__name__} that cannot be shown: {type(exc).__name__}>"
+
+
+def describe(exc: BaseException) -> str:
+    """``TypeName: message`` of an exception from workflow code or a policy (see
+    :func:`shown`)."""
+    return f"{type(exc).__name__}: {shown(exc)}"
 
 
 _ANY = TypeAdapter(Any)
@@ -153,17 +182,21 @@ def built(cls: type[_M], values: dict[str, Any]) -> _M:
     return m
 
 
+#: The largest budget limit: what a 64-bit integer holds (a snapshot must read back).
+MAX_LIMIT = 2**63 - 1
+
+
 class Budgets(BaseModel):
     """Limits that hold across resumes. ``None`` means no limit."""
 
     model_config = ConfigDict(frozen=True)
 
     #: Policy calls.
-    max_steps: int | None = 50
+    max_steps: int | None = Field(default=50, le=MAX_LIMIT)
     #: Model cost in micro-units of the price table's currency (1e-6 USD by default).
-    max_cost_micros: int | None = None
+    max_cost_micros: int | None = Field(default=None, le=MAX_LIMIT)
     #: Input plus output tokens.
-    max_tokens: int | None = None
+    max_tokens: int | None = Field(default=None, le=MAX_LIMIT)
     #: Seconds spent inside steps (time waiting for a person does not count).
     max_active_seconds: float | None = Field(default=None, allow_inf_nan=False)
 
@@ -556,7 +589,7 @@ def unreadable(value: Any) -> str | None:
     try:
         json.loads(_ANY.dump_json(value))
     except (ValueError, TypeError, RecursionError) as exc:
-        return f"{type(exc).__name__}: {exc}"
+        return describe(exc)
     return None
 
 

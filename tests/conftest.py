@@ -17,6 +17,8 @@ import pytest
 
 from fsm import Engine, MemoryStore, WorkflowSpec
 from fsm.store import SQLiteStore
+from fsm.store.base import Store
+from fsm.store.postgres import PostgresStore
 from workflows.refund import Shop, build
 
 #: ``server`` and ``no_model_env``, for the tests against the fake OpenAI server.
@@ -156,3 +158,17 @@ def pg_url(pg_database: str) -> Iterator[str]:
     yield f"{pg_database}{sep}options=-csearch_path%3D{schema}"
     with psycopg.connect(pg_database, autocommit=True) as conn:
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """A durable store of each kind: a SQLite file, a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        with SQLiteStore(str(tmp_path / "any.db")) as s:
+            yield s
+    else:
+        s = PostgresStore(request.getfixturevalue("pg_url"))
+        try:
+            yield s
+        finally:
+            s.close()

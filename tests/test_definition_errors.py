@@ -243,6 +243,10 @@ CHECKS = [
                                  emits_events=("teleported",)), tool("write")]},
                  ["tools emit events that do not exist: 'lookup → teleported'"],
                  id="tool-emits-missing-event"),
+    pytest.param({"tools": [tool("lookup", emits=lambda r: "teleported"), tool("write")]},
+                 ["tools with emits name no emits_events (every event emits may return): "
+                  "'lookup'"],
+                 id="tool-emits-undeclared"),
     pytest.param({"tools": [tool("lookup"), tool("lookup"), tool("write")]},
                  ["tools registered twice: 'lookup'"],
                  id="tool-registered-twice"),

@@ -109,7 +109,7 @@ VARIANTS = [
     pytest.param({"tools": tool(check=lambda a, f: None)}, {"tools"}, id="tool-check"),
     pytest.param({"tools": tool(remember=lambda a, r, f: {})}, {"tools"},
                  id="tool-remember"),
-    pytest.param({"tools": tool(emits_events=())}, {"tools"}, id="tool-emits_events"),
+    pytest.param({"tools": tool(emits=None, emits_events=())}, {"tools"}, id="tool-emits_events"),
     pytest.param({"tools": tool(description="Write it all down.")}, {"tools"},
                  id="tool-description"),
     pytest.param({"tools": tool(args=Payload)}, {"tools"}, id="tool-args"),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ from fsm import Action, Budgets, Engine, RunError, ToolSpec, define_workflow
 from fsm.auditor.audit import audit
 from fsm.store import SQLiteStore
 from fsm.store.base import Store
-from fsm.store.postgres import PostgresStore
 
 ODD_RESULTS = {
     "int keys": {9: "nine", 10: "ten", 2: "two"},
@@ -50,19 +48,6 @@ def look_then_finish(view: Any) -> Action:
     if not any(m.get("role") == "tool" and m.get("tool") == "look" for m in view.messages):
         return Action(tool="look", args={})
     return Action(tool="advance", args={"event": "finish"})
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
-        with SQLiteStore(str(tmp_path / "odd.db")) as s:
-            yield s
-    else:
-        s = PostgresStore(request.getfixturevalue("pg_url"))
-        try:
-            yield s
-        finally:
-            s.close()
 
 
 @pytest.mark.parametrize("write", [False, True], ids=["read", "write"])

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm.policy import NO_USAGE, PolicyUnavailable, Usage
-from fsm.records import Compaction, RunState, canonical, text_json
+from fsm.records import Compaction, RunState, canonical, describe, text_json
 from fsm.runtime.view import compacted
 from fsm.spec import WorkflowSpec
 
@@ -179,7 +179,7 @@ class Compactor:
             plain = summarise(chunk, max_chars=max_chars)
             usage = exc.usage if isinstance(exc, PolicyUnavailable) else NO_USAGE
             return (Summary(plain.text, usage, by="deterministic"),
-                    f"summariser: {type(exc).__name__}: {exc}")
+                    f"summariser: {describe(exc)}")
 
 
 # -- the deterministic summariser ---------------------------------------------------------

@@ -23,14 +23,17 @@ from fsm.errors import (
     validation_summary,
 )
 from fsm.faults import fault
-from fsm.policy import NO_USAGE, Action, PolicyFn, PolicyUnavailable, as_action
+from fsm.policy import NO_USAGE, Action, PolicyFn, PolicyUnavailable, Usage, as_action
 from fsm.records import (
     ApprovedCall,
     Budgets,
     Effect,
     RunState,
     check_plain_json,
+    describe,
     new_id,
+    shown,
+    storable,
 )
 from fsm.runtime import review
 from fsm.runtime.budgets import raised_budgets
@@ -252,12 +255,19 @@ class Engine:
             raw = self.policy(view)
         except PolicyUnavailable as exc:
             # The model never answered: what the attempts cost counts, the step does not.
-            s.spend(exc.usage, policy_call=True, uses_step=False)
-            s.stop("model_unavailable", f"model unavailable: {exc}")
+            try:
+                usage = Usage.model_validate(exc.usage)  # clamped, as an action's is
+            except ValidationError as bad:
+                s.spend(NO_USAGE, policy_call=True)
+                s.stop("failed", "policy raised PolicyUnavailable with a usage that is not "
+                                 f"one: {validation_summary(bad, 'usage')}")
+                return None
+            s.spend(usage, policy_call=True, uses_step=False)
+            s.stop("model_unavailable", f"model unavailable: {shown(exc)}")
             return None
         except Exception as exc:  # a bug in the policy, not model output
             s.spend(NO_USAGE, policy_call=True)
-            s.stop("failed", f"policy raised {type(exc).__name__}: {exc}")
+            s.stop("failed", f"policy raised {describe(exc)}")
             return None
         action = usable(raw)
         s.spend(action.usage, policy_call=True)
@@ -313,14 +323,15 @@ def usable(raw: Any) -> Action:
     except ValidationError as exc:
         # Address the error to the tool the model meant, when it named one.
         tool = raw.get("tool") if isinstance(raw, dict) else None
-        return Action(tool=tool if isinstance(tool, str) else None,
+        return Action(tool=storable(tool) if isinstance(tool, str) else None,
                       problem=f"unusable policy output: {validation_summary(exc, 'action')}")
     except Exception as exc:
-        return Action(problem=f"unusable policy output: {type(exc).__name__}: {exc}")
+        return Action(problem=f"unusable policy output: {describe(exc)}")
     try:
-        check_plain_json([action.args, action.final, action.text])
+        check_plain_json([action.tool, action.args, action.final, action.text])
     except (TypeError, ValueError, RecursionError) as exc:
-        return Action(tool=action.tool, usage=action.usage,
+        return Action(tool=None if action.tool is None else storable(action.tool),
+                      usage=action.usage,
                       problem=f"unusable policy output: arguments are not plain JSON ({exc})")
     return action
 
@@ -384,18 +395,43 @@ class _Heartbeats:
 _HEARTBEATS = _Heartbeats()
 
 
+#: (owner, run id) of every lease this process holds. The store lets an owner acquire
+#: again what it holds (a renewal), so two threads driving one run with one engine would
+#: both get in: the second is refused here.
+_HELD: set[tuple[str, str]] = set()
+_HELD_LOCK = threading.Lock()
+
+
 class _Lease:
     def __init__(self, engine: Engine, run_id: str, force: bool = False) -> None:
         self.engine = engine
         self.run_id = run_id
         self.force = force
         self._token: int | None = None
+        self._held: tuple[str, str] | None = None
 
     def __enter__(self) -> str | None:
         e, ttl = self.engine, self.engine.lease_seconds
-        previous = e.store.acquire(self.run_id, e.owner, e.clock(), force=self.force, ttl=ttl)
+        held = (e.owner, self.run_id)
+        with _HELD_LOCK:
+            if held in _HELD:
+                raise RunLocked(self.run_id, e.owner, this_process=True)
+            _HELD.add(held)
+        self._held = held
+        try:
+            previous = e.store.acquire(self.run_id, e.owner, e.clock(), force=self.force,
+                                       ttl=ttl)
+        except BaseException:
+            self._let_go()
+            raise
         self._token = _HEARTBEATS.hold(e, self.run_id, ttl)
         return previous
+
+    def _let_go(self) -> None:
+        if self._held is not None:
+            with _HELD_LOCK:
+                _HELD.discard(self._held)
+            self._held = None
 
     def __exit__(self, *exc: object) -> None:
         if self._token is not None:
@@ -406,3 +442,4 @@ class _Lease:
             pass  # the database is unreachable: the lease expires on its own
         finally:
             self.engine._transcripts.forget(self.run_id)
+            self._let_go()

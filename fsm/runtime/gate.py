@@ -8,13 +8,14 @@ reads; tool decisions carry the repeat counter the step records.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from fsm.errors import validation_summary
 from fsm.policy import Action
-from fsm.records import RunState, fingerprint
+from fsm.records import RunState, describe, fingerprint, shown
 from fsm.runtime.context import StepContext
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.tools import ToolSpec
@@ -161,22 +162,23 @@ def _rules(ctx: StepContext, run: RunState, tool: ToolSpec, args: BaseModel) -> 
     input; if one raises, the call is refused (nothing runs) with the error.
     """
     name = tool.name
+    facts = MappingProxyType(run.facts)  # the workflow's code reads facts, never writes them
     try:
-        problem = tool.check(args, run.facts) if tool.check is not None else None
+        problem = tool.check(args, facts) if tool.check is not None else None
     except Exception as exc:
-        problem = f"its check raised {type(exc).__name__}: {exc}"
+        problem = f"its check raised {describe(exc)}"
     if problem:
-        return Refuse(f"{name!r} refused: {problem}", tool=name)
+        return Refuse(f"{name!r} refused: {shown(problem)}", tool=name)
     counter: int | None = None
     if ctx.max_repeats is not None:
         if call_fingerprint(name, args.model_dump(mode="json")) in run.recent_calls:
             return _repeated(run, name, ctx.max_repeats)
         counter = 0
     try:
-        pause = tool.needs_approval(args, run.facts)
+        pause = tool.needs_approval(args, facts)
     except Exception as exc:
-        return Refuse(f"{name!r} refused: its approval rule raised "
-                      f"{type(exc).__name__}: {exc}", tool=name)
+        return Refuse(f"{name!r} refused: its approval rule raised {describe(exc)}",
+                      tool=name)
     return Pause(name, args, counter) if pause else Call(name, args, counter)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from fsm.errors import (
     ApprovalAlreadyDecided,
@@ -26,7 +26,9 @@ from fsm.records import (
     EventAwaitingPerson,
     RunState,
     Verdict,
+    check_plain_json,
     fingerprint,
+    shown,
     utc,
 )
 from fsm.spec import WorkflowSpec
@@ -230,16 +232,31 @@ def _amended(spec: WorkflowSpec, run: RunState, ruling: Ruling,
                               "change what is asked; approve or deny it as it is", **where)
     try:
         new = dict(spec.amend(pending.tool, dict(pending.args), dict(changes)))
-        if isinstance(pending, CallAwaitingApproval):
-            tool = spec.tools[pending.tool]
-            new = tool.args.model_validate(new).model_dump(mode="json")
-    except (ValueError, TypeError, ValidationError) as exc:
-        raise ApprovalRefused(f"run {run.run_id!r}: cannot approve with {changes}: {exc}",
-                              **where) from None
+        # What is approved is held to what could be asked: the tool's arguments, or the
+        # payload of the event whose record the waiting state asks about.
+        model = (spec.tools[pending.tool].args if isinstance(pending, CallAwaitingApproval)
+                 else _record_model(spec, run, pending))
+        if model is not None:
+            new = model.model_validate(new).model_dump(mode="json")
+        check_plain_json(new)
+    except (ValueError, TypeError, RecursionError, ValidationError) as exc:
+        raise ApprovalRefused(f"run {run.run_id!r}: cannot approve with {shown(changes)}: "
+                              f"{shown(exc)}", **where) from None
     if new == pending.args:
         return ruling
     message = f"{ruling.message}; approved with {_changed(pending.args, new)}".lstrip("; ")
     return replace(ruling, args=new, message=message)
+
+
+def _record_model(spec: WorkflowSpec, run: RunState,
+                  pending: EventAwaitingPerson) -> type[BaseModel] | None:
+    """The payload model of the event whose record a waiting state asks about."""
+    for moves in spec.transitions.values():
+        for event, target in moves.items():
+            if (target == run.state and event in spec.records and event in spec.payloads
+                    and run.facts.get(spec.records[event]) == pending.args):
+                return spec.payloads[event]
+    return None
 
 
 def _changed(old: dict[str, Any], new: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
@@ -36,8 +37,11 @@ from fsm.records import (
     call_subject,
     canonical,
     covered_rows,
+    describe,
     fingerprint,
     json_value,
+    shown,
+    storable,
     text_hash,
     text_json,
     unreadable,
@@ -100,6 +104,7 @@ class Step:
                                **({} if uses_step else {"step_used": False})})
 
     def stop(self, status: Status, reason: str | None) -> None:
+        reason = None if reason is None else storable(reason)
         self._set(status=status, reason=reason)
         self.event("stop", reason=reason, detail={"status": status})
 
@@ -153,9 +158,8 @@ class Step:
     def event(self, kind: EventKind, **fields: Any) -> None:
         for name in _FREE_TEXT:
             text = fields.get(name)
-            if text and "\x00" in text:
-                # Text the model or an exception chose: PostgreSQL text cannot hold a NUL.
-                fields[name] = text.replace("\x00", "\\x00")
+            if text:  # text the model, workflow code or an exception chose
+                fields[name] = storable(text)
         fields.setdefault("state_before", self.run.state)
         fields.setdefault("state_after", self.run.state)
         self.events.append(Event(run_id=self.run.run_id, step=self.step,
@@ -204,11 +208,12 @@ class Step:
             self.execute(decision.tool, decision.args, key=self.key)
 
     def _refuse(self, refusal: gate.Refuse) -> None:
+        reason = storable(refusal.reason)  # a tool's check may return any text
         if refusal.tool is not None:
-            self.message({"role": "tool", "tool": refusal.tool, "error": refusal.reason})
+            self.message({"role": "tool", "tool": refusal.tool, "error": reason})
         else:
-            self.message({"role": "user", "content": refusal.reason, "runtime": True})
-        self.event("refusal", tool=refusal.tool, event=refusal.event, reason=refusal.reason)
+            self.message({"role": "user", "content": reason, "runtime": True})
+        self.event("refusal", tool=refusal.tool, event=refusal.event, reason=reason)
         if refusal.fail is not None:
             self.stop("failed", refusal.fail)
 
@@ -251,14 +256,15 @@ class Step:
                     self.stop("handed_over", f"in doubt: {tool_name} {key}")
                     return
         ctx = ToolContext(run_id=self.run.run_id, user=self.run.user, step=self.step,
-                          facts=self.run.facts, key=key if tool.write else None,
+                          facts=MappingProxyType(self.run.facts),
+                          key=key if tool.write else None,
                           resources=self.ctx.resources)
         result: Any = None
         error: str | None = None
         try:
             result = tool.fn(args, ctx)
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
+            error = describe(exc)
         fault("after_tool_before_commit", self.step)
         recorded, text, error = _recorded(tool_name, result, error)
         if tool.write and key is not None:
@@ -280,7 +286,8 @@ class Step:
         self.tool_result(tool.name, result=result, text=text)
         try:
             if tool.remember is not None:
-                facts = {**self.run.facts, **tool.remember(args, result, self.run.facts)}
+                facts = {**self.run.facts,
+                         **tool.remember(args, result, MappingProxyType(self.run.facts))}
                 problem = unreadable(facts)
                 if problem is not None:
                     self.stop("failed", f"{tool.name}: its remember hook returned facts that "
@@ -288,10 +295,16 @@ class Step:
                     return
                 self._set(facts=facts)
             event = tool.emits(result) if tool.emits is not None else None
+            if event and event not in tool.emits_events:
+                # Only declared events: the tables, the diagrams and the verifier say
+                # which tool fires what, and the run must not do otherwise.
+                self.stop("failed", f"{tool.name}: emits returned {shown(event)!r}, not one "
+                                    f"of its emits_events ({', '.join(tool.emits_events)})")
+                return
         except Exception as exc:
             # The tool ran (its result is recorded); the workflow's own code failed on it.
             self.stop("failed",
-                      f"{tool.name}: reading its result raised {type(exc).__name__}: {exc}")
+                      f"{tool.name}: reading its result raised {describe(exc)}")
             return
         if event:
             self.fire(event, {}, by_model=False)
@@ -329,12 +342,13 @@ class Step:
         spec = self.ctx.spec
         before = self.run.state
         try:
-            after = machine_for(spec).fire(before, event, self.run.facts, payload,
-                                           run_id=self.run.run_id)
+            after = machine_for(spec).fire(before, event, MappingProxyType(self.run.facts),
+                                           payload, run_id=self.run.run_id)
         except TransitionRefused as exc:
-            self.event("refusal", event=event, reason=str(exc))
+            reason = storable(str(exc))  # a guard's error is the workflow's text
+            self.event("refusal", event=event, reason=reason)
             if by_model:
-                self._replace_advance_result(error=str(exc))
+                self._replace_advance_result(error=reason)
             return False
         facts = self.run.facts
         if event in spec.records:
@@ -496,10 +510,11 @@ def _recorded(tool: str, result: Any, error: str | None
         return None, None, error
     try:
         recorded = json_value(result)
-        return recorded, canonical(recorded), None
-    except (ValueError, TypeError, RecursionError) as exc:
-        return None, None, (f"the result of {tool} cannot be recorded: "
-                            f"{type(exc).__name__}: {exc}")
+        text = canonical(recorded)
+        text.encode()  # a lone surrogate (a file name from os.fsdecode) has no UTF-8
+        return recorded, text, None
+    except Exception as exc:  # a value whose __repr__ raises, too
+        return None, None, f"the result of {tool} cannot be recorded: {describe(exc)}"
 
 
 def _approved_call_problem(ctx: StepContext, run_id: str, pending: ApprovedCall) -> str | None:
