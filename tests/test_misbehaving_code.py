@@ -78,26 +78,32 @@ def settled(store: Store, run_id: str, calls: list[str]) -> Any:
     return store.load_run(run_id)
 
 
+def paid_once(store: Store, run_id: str, outcome: Any) -> dict[str, Any]:
+    """Drive a run whose write raises ``outcome`` (an exception) or returns it, check
+    that the write ran once and was recorded, and give the tool message the model read."""
+    calls: list[str] = []
+
+    def pay(args: Any, ctx: Any) -> Any:
+        calls.append(ctx.key)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    run = Engine(paying(pay), store, pay_then_finish).start("go", run_id=run_id)
+    assert run.status == "done", run.reason
+    settled(store, run_id, calls)
+    return next(m for m in store.messages(run_id) if m["role"] == "tool" and m["tool"] == "pay")
+
+
 def test_a_write_whose_error_cannot_be_shown_or_stored_is_recorded(any_store: Store) -> None:
     """An exception whose ``str()`` raises, or whose message holds a NUL (no PostgreSQL
     text column takes one) or a lone surrogate: the model reads the error, once."""
-    for case, exc in {"unshowable": Unshowable(), "nul": RuntimeError("card\x00declined"),
-                      "surrogate": ValueError("a\ud800b")}.items():
-        calls: list[str] = []
-
-        def pay(args: Any, ctx: Any, exc: Exception = exc, calls: list[str] = calls) -> Any:
-            calls.append(ctx.key)
-            raise exc
-
-        run = Engine(paying(pay), any_store, pay_then_finish).start("go", run_id=case)
-        assert run.status == "done", run.reason
-        run = settled(any_store, case, calls)
-        said = next(m["error"] for m in any_store.messages(case)
-                    if m["role"] == "tool" and m["tool"] == "pay")
-        assert said == {
-            "unshowable": "Unshowable: <Unshowable that cannot be shown: RuntimeError>",
-            "nul": "RuntimeError: card\\x00declined",
-            "surrogate": "ValueError: a\\ud800b"}[case]
+    for case, exc, said in [
+            ("unshowable", Unshowable(),
+             "Unshowable: <Unshowable that cannot be shown: RuntimeError>"),
+            ("nul", RuntimeError("card\x00declined"), "RuntimeError: card\\x00declined"),
+            ("surrogate", ValueError("a\ud800b"), "ValueError: a\\ud800b")]:
+        assert paid_once(any_store, case, exc) == {"role": "tool", "tool": "pay", "error": said}
         assert any_store.effect(f"{case}:1").error == said  # type: ignore[union-attr]
 
 
@@ -107,18 +113,9 @@ def test_a_result_that_cannot_be_shown_or_encoded_reaches_the_model_as_an_error(
     ``os.fsdecode`` made with a lone surrogate."""
     for case, result in {"opaque": {"receipt": Opaque()},
                          "surrogate": {"file": os.fsdecode(b"receipt-\xff.pdf")}}.items():
-        calls: list[str] = []
-
-        def pay(args: Any, ctx: Any, result: Any = result, calls: list[str] = calls) -> Any:
-            calls.append(ctx.key)
-            return result
-
-        run = Engine(paying(pay), any_store, pay_then_finish).start("go", run_id=case)
-        assert run.status == "done", run.reason
-        settled(any_store, case, calls)
-        said = next(m for m in any_store.messages(case)
-                    if m["role"] == "tool" and m["tool"] == "pay")
+        said = paid_once(any_store, case, result)
         assert said["error"].startswith("the result of pay cannot be recorded: "), said
+        assert "result" not in said
 
 
 @pytest.mark.parametrize("returned", [200, "refunded", ["paid"]], ids=["int", "other", "list"])
