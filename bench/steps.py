@@ -18,6 +18,7 @@ without flushing) ≤ 2x the floor's; bytes per step flat; resume of a 10,000-st
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -140,13 +141,25 @@ def framework(path: Path, steps: int, synchronous: str) -> dict[str, float]:
 
 # -- the floor: the same rows, plain sqlite3 ------------------------------------------------------
 
-def _rows_by_step(path: Path) -> tuple[str, list[tuple[list[tuple], tuple, list[tuple]]]]:
-    """The run's final snapshot, and per step: its messages, its view and its events."""
+def _event_columns(path: Path) -> list[str]:
+    db = sqlite3.connect(path)
+    try:
+        return [r[1] for r in db.execute("PRAGMA table_info(events)")]
+    finally:
+        db.close()
+
+
+Step = tuple[list[tuple], tuple, list[tuple]]
+
+
+def _rows_by_step(path: Path) -> tuple[str, tuple[list[tuple], list[tuple]], list[Step]]:
+    """The run's final snapshot; the messages and events its start wrote; and per step:
+    its messages, its view and its events."""
+    cols = _event_columns(path)
     db = sqlite3.connect(path)
     snapshot = db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (RUN,)).fetchone()[0]
     messages = db.execute("SELECT run_id, idx, body FROM messages ORDER BY idx").fetchall()
     views = db.execute("SELECT run_id, step, body FROM views ORDER BY step").fetchall()
-    cols = [r[1] for r in db.execute("PRAGMA table_info(events)")]
     events: dict[int, list[tuple]] = {}
     for row in db.execute(f"SELECT {', '.join(cols)} FROM events ORDER BY seq"):
         events.setdefault(row[cols.index("step")], []).append(row)
@@ -156,12 +169,67 @@ def _rows_by_step(path: Path) -> tuple[str, list[tuple[list[tuple], tuple, list[
     for i, view in enumerate(views):
         msgs = [m for m in messages if starts[i] <= m[1] < starts[i + 1]]
         steps.append((msgs, view, events.get(view[1], [])))
-    return snapshot, steps
+    return snapshot, ([m for m in messages if m[1] < starts[0]], events.get(0, [])), steps
 
 
-def floor(source: Path, path: Path, synchronous: str) -> dict[str, float]:
-    """Write ``source``'s step rows again, one transaction per step, with no framework."""
-    snapshot, steps = _rows_by_step(source)
+#: Canonical JSON (sorted keys, no spaces, UTF-8 kept) for rows and log bodies, and the
+#: snapshot's JSON in its own key order, as the store writes them; each encoder built once.
+_canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode
+_compact = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _without_rows(detail: str) -> dict[str, Any]:
+    return {k: v for k, v in json.loads(detail).items() if k != "rows"}
+
+
+def _encoded_again(snapshot: Any, messages: list[tuple], view: tuple, events: list[tuple],
+                   cols: list[str], head: str) -> tuple[str, list[tuple], tuple, list[tuple]]:
+    """One step's rows with their texts and hashes made again in plain ``json`` and
+    ``hashlib``, as any store that writes JSON rows and a hash-chained log covering them
+    must: the snapshot, the messages and the view, their hashes in the last event's
+    detail, and each event's link to the one before."""
+    snapshot_text = _compact(snapshot)
+    bodies = [(m[0], m[1], _canonical(m[2])) for m in messages]
+    view_row = (view[0], view[1], _canonical(view[2]))
+    rows: dict[str, Any] = {"snapshot": _sha(snapshot_text),
+                            "view": [view[1], _sha(view_row[2])]}
+    if bodies:
+        rows["messages"] = [bodies[0][1], bodies[-1][1] + 1,
+                            _sha("[" + ",".join(b[2] for b in bodies) + "]")]
+    out = []
+    for i, event in enumerate(events):
+        body = dict(zip(cols, event, strict=True))
+        if i == len(events) - 1:
+            body["detail"] = {**body["detail"], "rows": rows}
+        body.pop("hash")
+        body["prev_hash"] = head
+        head = _sha(head + _canonical(body))
+        stored = {**body, "detail": _canonical(body["detail"]), "hash": head}
+        out.append(tuple(stored[c] for c in cols))
+    return snapshot_text, bodies, view_row, out
+
+
+def floor(source: Path, path: Path, synchronous: str, *, encode: bool = False
+          ) -> dict[str, float]:
+    """Write ``source``'s step rows again, one transaction per step, with no framework.
+
+    ``encode``: the audited floor, which first makes each step's texts and hashes again
+    (:func:`_encoded_again`); the time of that counts too."""
+    snapshot, (start_messages, start_events), steps = _rows_by_step(source)
+    cols = _event_columns(source)
+    if encode:
+        # Decoded before the clock starts, without the hashes the store put in the log:
+        # the audited floor makes those itself.
+        decoded = [([(m[0], m[1], json.loads(m[2])) for m in msgs],
+                    (view[0], view[1], json.loads(view[2])),
+                    [tuple(_without_rows(v) if c == "detail" else v
+                           for c, v in zip(cols, e, strict=True)) for e in events])
+                   for msgs, view, events in steps]
+        snapshot_value = json.loads(snapshot)
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA journal_mode = WAL")
     db.execute(f"PRAGMA synchronous = {synchronous}")
@@ -169,21 +237,31 @@ def floor(source: Path, path: Path, synchronous: str) -> dict[str, float]:
         db.executescript(script)
     db.execute("INSERT INTO runs (run_id, workflow, status, version, snapshot, created_at, "
                "updated_at) VALUES (?, 'bench-loop', 'running', 1, ?, 0, 0)", (RUN, snapshot))
-    cols = len(steps[0][2][0]) if steps and steps[0][2] else 0
+    insert_event = f"INSERT INTO events VALUES ({', '.join('?' * len(cols))})"
+    # The run's start, as it was written (not timed): the log continues from it.
+    db.executemany("INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)", start_messages)
+    db.executemany(insert_event, start_events)
     times = []
+    hash_at = cols.index("hash")
+    head, count = start_events[-1][hash_at], len(start_events)
     for version, (msgs, view, events) in enumerate(steps, start=1):
         t0 = time.perf_counter()
+        if encode:
+            snapshot, msgs, view, events = _encoded_again(
+                snapshot_value, *decoded[version - 1], cols, head)
+        head = events[-1][hash_at] if events else head
         db.execute("BEGIN IMMEDIATE")
         # The status does not change between these steps: like the store, the floor
         # leaves it as it is (writing it again would rewrite its four indexes).
         cur = db.execute(
             "UPDATE runs SET version = ?, snapshot = ?, updated_at = ?, "
             "log_count = ?, log_head = ? WHERE run_id = ? AND version = ?",
-            (version + 1, snapshot, float(version), version, "0" * 64, RUN, version))
+            (version + 1, snapshot, float(version), count + len(events), head, RUN, version))
         assert cur.rowcount == 1
         db.executemany("INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)", msgs)
         db.execute("INSERT INTO views (run_id, step, body) VALUES (?, ?, ?)", view)
-        db.executemany(f"INSERT INTO events VALUES ({', '.join('?' * cols)})", events)
+        db.executemany(insert_event, events)
+        count += len(events)
         db.execute("COMMIT")
         times.append(time.perf_counter() - t0)
     db.close()
@@ -278,16 +356,21 @@ def measure(sizes: list[int], long_steps: int, repeat: int, synchronous: str,
         row["ratio_to_floor"] = row["ms_per_step"] / row["floor_ms_per_step"]
         # The same without flushing (synchronous=OFF): the CPU a step costs, which a
         # busy disk cannot blur; fsm and the floor in turn, the median of the repetitions.
-        cpu, cpu_floor = [], []
+        cpu, cpu_floor, cpu_audited = [], [], []
         for i in range(repeat):
             src = workdir / f"cpu-{n}-{i}.db"
             cpu.append(framework(src, n, "OFF")["ms_per_step_median"])
             cpu_floor.append(floor(src, workdir / f"cpu-floor-{n}-{i}.db",
                                    "OFF")["ms_per_step_median"])
+            cpu_audited.append(floor(src, workdir / f"cpu-audited-{n}-{i}.db", "OFF",
+                                     encode=True)["ms_per_step_median"])
         row["cpu_ms_per_step_median"] = statistics.median(cpu)
         row["cpu_floor_ms_per_step_median"] = statistics.median(cpu_floor)
         row["cpu_ratio_to_floor"] = (row["cpu_ms_per_step_median"]
                                      / row["cpu_floor_ms_per_step_median"])
+        row["cpu_audited_floor_ms_per_step_median"] = statistics.median(cpu_audited)
+        row["cpu_ratio_to_audited_floor"] = (row["cpu_ms_per_step_median"]
+                                             / row["cpu_audited_floor_ms_per_step_median"])
         result["steps"][str(n)] = row
     # Flatness from the median step (robust to the odd slow fsync); bytes from N >= 100,
     # as below that a few partly filled pages weigh on a handful of steps.
@@ -300,6 +383,8 @@ def measure(sizes: list[int], long_steps: int, repeat: int, synchronous: str,
     result["bytes_spread"] = max(per_byte) / min(per_byte)
     result["cpu_ratio_to_floor"] = statistics.median(
         r["cpu_ratio_to_floor"] for r in result["steps"].values())
+    result["cpu_ratio_to_audited_floor"] = statistics.median(
+        r["cpu_ratio_to_audited_floor"] for r in result["steps"].values())
     path = workdir / "long.db"
     t0 = time.perf_counter()
     long_run(path, long_steps)
@@ -336,9 +421,13 @@ def table(r: dict[str, Any]) -> str:
     for n, row in r["steps"].items():
         lines.append(f"{n:>6} fsm {row['cpu_ms_per_step_median']:.3f}, "
                      f"floor {row['cpu_floor_ms_per_step_median']:.3f}, "
-                     f"ratio {row['cpu_ratio_to_floor']:.2f}x")
+                     f"ratio {row['cpu_ratio_to_floor']:.2f}x; audited floor "
+                     f"{row['cpu_audited_floor_ms_per_step_median']:.3f}, "
+                     f"ratio {row['cpu_ratio_to_audited_floor']:.2f}x")
     lines.append(f"==> CPU per step is {r['cpu_ratio_to_floor']:.2f}x the raw-SQLite floor's "
                  f"(median over N; target <= {TARGETS['cpu_vs_floor']:.0f}x)")
+    lines.append(f"    and {r['cpu_ratio_to_audited_floor']:.2f}x the audited floor's (the "
+                 "same rows, their JSON and hashes made again in plain json and hashlib)")
     lr = r["long_run"]
     lines += [
         "",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -28,23 +29,48 @@ def test_the_quick_benchmark_reports_every_figure(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert json.loads(proc.stdout[proc.stdout.index("\n{") + 1:]) == result
     assert "ms/step" in proc.stdout and "resume to next policy call" in proc.stdout
-    assert "==> CPU per step is" in proc.stdout
+    assert "==> CPU per step is" in proc.stdout and "the audited floor's" in proc.stdout
     assert result["synchronous"] == "FULL"
     assert set(result["steps"]) == {"10", "20"}
     for row in result["steps"].values():
         for key in ("ms_per_step", "ms_per_step_median", "ms_per_step_incl_setup",
                     "bytes_per_step", "floor_ms_per_step", "floor_ms_per_step_median",
                     "ratio_to_floor", "disk_commit_ms", "cpu_ms_per_step_median",
-                    "cpu_floor_ms_per_step_median", "cpu_ratio_to_floor"):
+                    "cpu_floor_ms_per_step_median", "cpu_ratio_to_floor",
+                    "cpu_audited_floor_ms_per_step_median", "cpu_ratio_to_audited_floor"):
             assert isinstance(row[key], float) and row[key] > 0, (key, row)
     assert result["long_run"]["steps"] == 150 and result["long_run"]["bytes"] > 0
     for key in ("resume_ms", "show_ms", "show_first_ms", "per_step_spread", "bytes_spread",
-                "cpu_per_step_spread", "cpu_ratio_to_floor"):
+                "cpu_per_step_spread", "cpu_ratio_to_floor", "cpu_ratio_to_audited_floor"):
         assert isinstance(result[key], float) and result[key] > 0, key
     assert set(result["targets_met"]) == {
         "per_step_within_2x_floor", "cpu_per_step_within_2x_floor", "per_step_flat",
         "bytes_per_step_flat", "resume_within_100ms", "show_within_50ms"}
     assert (tmp_path / "work" / "long.db").exists()
+
+
+def test_the_audited_floor_writes_a_log_the_audit_accepts(tmp_path: Path) -> None:
+    """The audited floor does the encoding and hashing fsm's store does, no less: its
+    rows are the run's transcript and snapshot, and ``fsm audit`` finds its log intact."""
+    from fsm import SQLiteStore
+    from fsm.auditor.audit import audit
+    from fsm.store.schema import MIGRATIONS
+
+    steps = _load("steps")
+    with SQLiteStore(str(tmp_path / "fsm.db"), synchronous="OFF") as store:
+        steps.drive(store, 12)
+    steps.floor(tmp_path / "fsm.db", tmp_path / "audited.db", "OFF", encode=True)
+    db = sqlite3.connect(tmp_path / "audited.db")
+    db.execute(f"PRAGMA user_version = {len(MIGRATIONS)}")  # the floor writes no version
+    db.commit()
+    db.close()
+    with SQLiteStore(str(tmp_path / "fsm.db")) as ours, \
+            SQLiteStore(str(tmp_path / "audited.db")) as floor:
+        report = audit(floor, steps.RUN)
+        assert report.ok, report.problems
+        assert len(floor.events(steps.RUN)) == len(ours.events(steps.RUN)) > 24
+        assert floor.messages(steps.RUN) == ours.messages(steps.RUN)
+        assert floor.snapshot_text(steps.RUN) == ours.snapshot_text(steps.RUN)
 
 
 # -- bench/peers.py: the fsm side for real, the peers' pure parts on synthetic figures ---------
