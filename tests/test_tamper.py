@@ -276,3 +276,21 @@ def test_a_rewritten_reviewer_disagrees_with_the_approvals_table(tmp_path: Path)
     ]
     cli = fork_fsm("audit", RUN, "--db", path)
     assert cli.code == 1 and "approvals table says approved by priya" in cli.stdout
+
+
+@pytest.mark.parametrize("rows", [{"messages": "abc"}, {"view": [1]}, ["snapshot"],
+                                  {"effects": ["k"]}, {"approval": None}],
+                         ids=["messages", "view", "a-list", "effects", "approval"])
+def test_a_rehashed_log_with_malformed_row_hashes_is_reported_not_a_crash(
+        db: str, rows: object) -> None:
+    """A log rewritten with its hashes made again may hold anything where a commit
+    recorded the hashes of the rows it wrote: the audit says so and goes on."""
+    def malformed(ev: Event) -> None:
+        ev.detail = {**ev.detail, "rows": rows}
+
+    con = sqlite3.connect(db, isolation_level=None)
+    seq = _rewrite(con, lambda e: "rows" in e.detail and e.kind != "stop", malformed)
+    con.close()
+    report = audit(SQLiteStore(db), RUN)
+    assert f"event seq {seq}: its record of the rows its commit wrote is malformed" \
+        in report.problems, report.problems
