@@ -32,6 +32,8 @@ class Account(BaseModel):
     limit: int | None = None
     disabled: bool = False
     created_at: float = 0.0
+    #: When the row last changed; signing out of the inbox moves it too, which ends every
+    #: session of the account.
     updated_at: float = 0.0
 
 
