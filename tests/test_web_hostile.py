@@ -312,6 +312,9 @@ def test_text_with_a_nul_or_a_file_is_refused_and_nothing_is_decided(served: Ser
         upload = c.post(f"/approvals/{aid}/decide", data={**form, "action": "deny"},
                         files={"note": ("reason.txt", b"the real reason")})
         assert upload.status_code == 400 and "is a file upload" in alert(upload)
+        unbounded = c.post(f"/approvals/{aid}/decide", content=b"action=deny",
+                           headers={"content-type": "multipart/form-data"})
+        assert unbounded.status_code == 400 and "not a form that can be read" in alert(unbounded)
         assert served.decided() == []
         with Client(base_url=served.url, timeout=30) as other:
             name = login(other, "pri\x00ya", "priya-password")

@@ -47,8 +47,9 @@ class Refusal(BaseModel):
     account: str | None = None
     #: What was attempted: ``approve`` or ``deny``.
     action: str
-    #: A short code (``csrf``, ``stale``, ``decided``, ``expired``, ``self``, ``limit``,
-    #: ``role``, ``session``, ``note``) and the message the person was shown.
+    #: A short code (``csrf``, ``stale``, ``mismatch``, ``decided``, ``busy``, ``expired``,
+    #: ``self``, ``limit``, ``amount``, ``role``, ``session``, ``note``) and the message the
+    #: person was shown.
     code: str
     reason: str
     at: float
