@@ -71,6 +71,8 @@ class Inbox:
     url: str = ""
     process: subprocess.Popen[bytes] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    #: Where the server's standard error goes (a file to read after), else a pipe.
+    log: Path | None = None
 
     def engine(self, clock: Callable[[], float] = time.time) -> tuple[Engine, SQLiteStore, Shop]:
         shop = Shop(str(self.db))
@@ -120,14 +122,19 @@ class Inbox:
         full = {**os.environ, "FSM_DB": str(self.db), "FSM_WEB_SECRET": "test-secret",
                 **self.env, **env}
         full.pop("FSM_CLOCK_OFFSET", None)
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "fsm", "serve", "--db", str(self.db), "--port", str(port),
-             *args],
-            env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        err = subprocess.PIPE if self.log is None else self.log.open("ab")
+        try:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "fsm", "serve", "--db", str(self.db), "--port",
+                 str(port), *args], env=full, stdout=subprocess.DEVNULL, stderr=err)
+        finally:
+            if self.log is not None:
+                err.close()  # type: ignore[union-attr]
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                err = self.process.stderr.read().decode() if self.process.stderr else ""
+                err = self.process.stderr.read().decode() if self.process.stderr else \
+                    self.log.read_text() if self.log else ""
                 raise AssertionError(f"fsm serve exited: {err}")
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:

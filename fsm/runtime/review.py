@@ -7,6 +7,7 @@ functions here read and judge; :meth:`fsm.runtime.step.Step.apply_ruling` writes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,6 +27,7 @@ from fsm.records import (
     EventAwaitingPerson,
     RunState,
     Verdict,
+    call_subject,
     check_plain_json,
     fingerprint,
     shown,
@@ -61,6 +63,31 @@ def pending_approval(store: Store, run: RunState) -> Approval:
         return a
     raise NothingPending(f"run {run.run_id!r} has no approval record for its pause",
                          run_id=run.run_id, state=run.state)
+
+
+def row_subject(approval: Approval, events: Sequence[str] = ()) -> dict[str, Any]:
+    """The request an approval row describes, as ``Approval.request`` hashed it: a call's
+    subject, or a waiting state's with the ``events`` the person was offered."""
+    if approval.tool is not None:
+        return call_subject(approval.tool, approval.args)
+    return EventAwaitingPerson.model_construct(events=list(events), args=approval.args,
+                                             step=0).subject()
+
+
+def row_problem(approval: Approval, pending: CallAwaitingApproval | EventAwaitingPerson
+                ) -> str | None:
+    """Why an approval row does not describe the request the run waits on, or ``None``.
+
+    The row's tool and arguments, hashed as ``Approval.request`` hashed them, must give
+    the row's hash, and the run's pending request must have that hash too.
+    """
+    hashed = fingerprint(row_subject(approval, pending.events))
+    if approval.tool != pending.tool or approval.args != pending.args \
+            or hashed != approval.args_hash:
+        return (f"approval {approval.approval_id}'s tool and arguments do not match the "
+                f"request the run waits on (hash {approval.args_hash[:12]}); the row was "
+                "changed after it was written, and nothing was decided")
+    return None
 
 
 def not_waiting(run: RunState, history: list[Approval]) -> Exception:
@@ -117,6 +144,10 @@ def review(spec: WorkflowSpec, run: RunState, approval: Approval, *, approved: b
             f"run is at version {run.version} with request {subject[:12]}",
             run_id=run.run_id, state=run.state,
         )
+    problem = row_problem(approval, pending)
+    if problem is not None:
+        raise ApprovalStale(f"run {run.run_id!r}: {problem}", run_id=run.run_id,
+                            state=run.state)
     verdict: Verdict = "approved" if approved else "denied"
     if isinstance(pending, CallAwaitingApproval):
         message = "" if approved else f"denied by {reviewer}: {note}"

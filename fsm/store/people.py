@@ -32,6 +32,8 @@ class Account(BaseModel):
     limit: int | None = None
     disabled: bool = False
     created_at: float = 0.0
+    #: When the row last changed; signing out of the inbox moves it too, which ends every
+    #: session of the account.
     updated_at: float = 0.0
 
 
@@ -45,8 +47,9 @@ class Refusal(BaseModel):
     account: str | None = None
     #: What was attempted: ``approve`` or ``deny``.
     action: str
-    #: A short code (``csrf``, ``stale``, ``decided``, ``expired``, ``self``, ``limit``,
-    #: ``role``, ``session``, ``note``) and the message the person was shown.
+    #: A short code (``csrf``, ``stale``, ``mismatch``, ``decided``, ``busy``, ``expired``,
+    #: ``self``, ``limit``, ``amount``, ``role``, ``session``, ``note``) and the message the
+    #: person was shown.
     code: str
     reason: str
     at: float

@@ -86,6 +86,15 @@ def set_password(store: Store, name: str, password: str) -> Account:
     return account
 
 
+def sign_out(store: Store, name: str) -> None:
+    """End every session of the account: they carry a stamp of the account row, which
+    this changes (its ``updated_at``)."""
+    account = store.account(name)
+    if account is not None:
+        now = max(time.time(), account.updated_at + 1e-3)
+        store.save_account(account.model_copy(update={"updated_at": now}))
+
+
 def set_disabled(store: Store, name: str, disabled: bool = True) -> Account:
     account = _existing(store, name).model_copy(update={
         "disabled": disabled, "updated_at": time.time()})

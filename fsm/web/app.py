@@ -19,20 +19,21 @@ from urllib.parse import quote, urlencode
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from fsm.errors import RunNotFound
+from fsm.errors import InboxRefused, RunNotFound
 from fsm.records import STATUSES
 from fsm.store.base import Store
 from fsm.store.people import Account, Refusal
 from fsm.web import pages
-from fsm.web.accounts import authenticate
+from fsm.web.accounts import authenticate, sign_out
 from fsm.web.auth import HEADERS, LOGIN_COOKIE, SESSION_COOKIE, Session, Sessions, Throttle, same
-from fsm.web.decisions import InboxRefused, Workflows, decide, iso
+from fsm.web.decisions import Workflows, decide, iso
+from fsm.web.forms import NOTE_MAX, check_address, clip, read_form
 
 HERE = Path(__file__).parent
 
@@ -52,8 +53,16 @@ class Inbox:
 
 
 def _stamp(account: Account) -> str:
-    """Changes when the password changes, so older sessions stop working."""
-    return hashlib.sha256(account.password_hash.encode()).hexdigest()[:16]
+    """Changes when the account changes (its password, or a sign-out), so older sessions
+    stop working."""
+    key = f"{account.password_hash}|{account.updated_at!r}"
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def url_part(value: object) -> str:
+    """``value`` as one segment of a link: every character that means something in a URL
+    (``/ ? # %``) is escaped, so the link opens exactly this id."""
+    return quote(str(value), safe="")
 
 
 class SecurityHeaders:
@@ -89,6 +98,7 @@ def _env() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"),
                       autoescape=select_autoescape(["html"]))
     env.filters["iso"] = iso
+    env.filters["u"] = url_part
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, sort_keys=True)
     env.filters["cost"] = lambda micros: f"{micros / 1e6:.6f}".rstrip("0").rstrip(".")
     return env
@@ -117,6 +127,7 @@ class Routes:
                **ctx: Any) -> HTMLResponse:
         ctx.setdefault("me", getattr(request.state, "account", None))
         ctx.setdefault("csrf", getattr(request.state, "csrf", ""))
+        ctx.setdefault("note_max", NOTE_MAX)
         return HTMLResponse(self.env.get_template(name).render(request=request, **ctx),
                             status_code=status)
 
@@ -135,6 +146,7 @@ class Routes:
     def page(self, handler: Callable[[Request, Account], Awaitable[Response]]) -> Handler:
         """A GET page for signed-in accounts; others go to the sign-in form."""
         async def wrapped(request: Request) -> Response:
+            check_address(request)
             who = await run_in_threadpool(self.signed_in, request)
             if who is None:
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
@@ -154,29 +166,29 @@ class Routes:
         return resp
 
     async def login_get(self, request: Request) -> Response:
+        check_address(request)
         return self.login_form(request)
 
     async def login_post(self, request: Request) -> Response:
-        form = await request.form()
-        name = str(form.get("name") or "").strip()
-        password = str(form.get("password") or "")
-        nxt = str(form.get("next") or "/inbox")
+        form = await read_form(request, "name", "password", "next", "csrf")
+        name, password = form["name"].strip(), form["password"]
+        nxt = form["next"] or "/inbox"
         if not nxt.startswith("/") or nxt.startswith(("//", "/\\")):
             nxt = "/inbox"
         if not self.inbox.sessions.login_token_ok(request.cookies.get(LOGIN_COOKIE),
-                                                  str(form.get("csrf") or "")):
+                                                  form["csrf"]):
             return self.login_form(request, 403, "the sign-in form expired; please sign in "
                                    "again", nxt)
-        wait = self.inbox.throttle.wait(name, remote(request))
+        # Counted before the (slow) password check, so attempts sent at once count too.
+        wait = self.inbox.throttle.attempt(name, remote(request))
         if wait > 0:
             return self.login_form(request, 429, f"too many failed sign-ins: try again in "
                                    f"{int(wait) + 1} seconds", nxt)
         account = await run_in_threadpool(authenticate, self.inbox.store, name, password)
         if account is None:
-            self.inbox.throttle.failed(name, remote(request))
             return self.login_form(request, 401, "wrong name or password, or the account is "
                                    "disabled", nxt)
-        self.inbox.throttle.succeeded(name)
+        self.inbox.throttle.succeeded(name, remote(request))
         cookie, _ = self.inbox.sessions.issue(f"{account.name}|{_stamp(account)}")
         resp = RedirectResponse(nxt, status_code=303)
         resp.set_cookie(SESSION_COOKIE, cookie,
@@ -185,12 +197,16 @@ class Routes:
         return resp
 
     async def logout(self, request: Request) -> Response:
-        form = await request.form()
+        form = await read_form(request, "csrf")
         who = await run_in_threadpool(self.signed_in, request)
-        if who is not None and not same(str(form.get("csrf") or ""), who[1].csrf):
+        if who is not None and not same(form["csrf"], who[1].csrf):
             return PlainTextResponse("bad CSRF token", status_code=403)
+        if who is not None:   # every session of the account ends, not only this cookie
+            await run_in_threadpool(sign_out, self.inbox.store, who[0].name)
         resp = RedirectResponse("/login", status_code=303)
-        resp.delete_cookie(SESSION_COOKIE, path="/")
+        options = self.inbox.sessions.cookie_options(0)
+        resp.delete_cookie(SESSION_COOKIE, path="/", secure=options["secure"],
+                           httponly=True, samesite="strict")
         return resp
 
     # -- pages ----------------------------------------------------------------------------
@@ -214,27 +230,32 @@ class Routes:
         approval = await run_in_threadpool(self.inbox.store.approval, aid)
         if approval is None:
             return self.render(request, "message.html", 404, title="Not found",
-                               message=f"no approval {aid!r}")
+                               message=f"no approval {clip(repr(aid))}")
         data = await run_in_threadpool(pages.approval_page, self.inbox.store,
                                        self.inbox.workflows, self.inbox.diagrams, approval,
                                        self.inbox.clock(),
                                        me.limit if me.role == "approver" else None)
         return self.render(request, "approval.html", p=data,
-                           can_decide=me.role == "approver" and data.open and data.bound)
+                           can_decide=me.role == "approver" and data.decidable)
 
     def refuse(self, request: Request, run_id: str, aid: str, action: str, code: str,
                message: str, status: int, account: str | None) -> Response:
-        """Record a refused attempt where an auditor sees it, and tell the person."""
-        self.inbox.store.add_refusal(Refusal(
-            run_id=run_id, approval_id=aid, account=account, action=action or "?", code=code,
-            reason=message, at=self.inbox.clock(), remote=remote(request)))
-        return self.render(request, "message.html", status, title="Not decided", code=code,
-                           message=message, back=f"/approvals/{aid}")
+        """Record a refused attempt where an auditor sees it (attempts on an approval that
+        does not exist belong to no run and are not kept), and tell the person."""
+        if run_id:
+            self.inbox.store.add_refusal(Refusal(
+                run_id=run_id, approval_id=aid, account=account, action=action or "?",
+                code=code, reason=message, at=self.inbox.clock(), remote=remote(request)))
+        return self.render(request, "message.html", status, title="Not decided",
+                           code=code if run_id else "", message=message,
+                           back=f"/approvals/{url_part(aid)}" if run_id else "")
 
     async def approval_post(self, request: Request) -> Response:
+        check_address(request)
         aid = request.path_params["approval_id"]
-        form = await request.form()
-        action = str(form.get("action") or "")
+        form = await read_form(request, "action", "note", "csrf", "args_hash", "run_version",
+                               "amount")
+        action = form["action"]
         who = await run_in_threadpool(self.signed_in, request)
         approval = await run_in_threadpool(self.inbox.store.approval, aid)
         where = (request, approval.run_id if approval is not None else "", aid, action)
@@ -243,7 +264,7 @@ class Routes:
                 self.refuse, *where, "session", "you are not signed in (or your session "
                 "expired): sign in and decide again; nothing was decided", 401, None)
         me, session = who
-        if not same(str(form.get("csrf") or ""), session.csrf):
+        if not same(form["csrf"], session.csrf):
             return await run_in_threadpool(
                 self.refuse, *where, "csrf", "the form's security token is missing or wrong "
                 "(a form from another site, or an old tab): reload the page; nothing was "
@@ -251,13 +272,12 @@ class Routes:
         try:
             await run_in_threadpool(
                 decide, self.inbox.store, self.inbox.workflows, me, aid, action,
-                str(form.get("note") or ""), str(form.get("args_hash") or ""),
-                str(form.get("run_version") or ""), clock=self.inbox.clock,
-                amount=str(form.get("amount") or ""))
+                form["note"], form["args_hash"], form["run_version"], clock=self.inbox.clock,
+                amount=form["amount"])
         except InboxRefused as exc:
             return await run_in_threadpool(self.refuse, *where, exc.code, str(exc), exc.status,
                                            me.name)
-        return RedirectResponse(f"/approvals/{aid}?decided=1", status_code=303)
+        return RedirectResponse(f"/approvals/{url_part(aid)}?decided=1", status_code=303)
 
     def _runs(self, status: str | None, workflow: str | None,
               number: int) -> tuple[list[Any], pages.Pager, list[str]]:
@@ -283,11 +303,22 @@ class Routes:
                                            self.inbox.workflows, self.inbox.diagrams, run_id)
         except RunNotFound:
             return self.render(request, "message.html", 404, title="Not found",
-                               message=f"no run {run_id!r}")
+                               message=f"no run {clip(repr(run_id))}")
         return self.render(request, "run.html", p=data)
 
     async def healthz(self, request: Request) -> Response:
         return PlainTextResponse("ok")
+
+    async def bad_input(self, request: Request, exc: Exception) -> Response:
+        """A request whose text cannot be used (a NUL, a file, too long): a 400 page."""
+        assert isinstance(exc, InboxRefused)
+        return self.render(request, "message.html", exc.status, title="Bad request",
+                           message=str(exc))
+
+    async def gone(self, request: Request, exc: Exception) -> Response:
+        """The client went away before its request was read: nothing was done, and there
+        is nobody to answer."""
+        return PlainTextResponse("the request was not read to its end", status_code=400)
 
 
 def create_app(inbox: Inbox) -> Starlette:
@@ -302,10 +333,11 @@ def create_app(inbox: Inbox) -> Starlette:
         Route("/approvals/{approval_id}", r.page(r.approval_get), methods=["GET"]),
         Route("/approvals/{approval_id}/decide", r.approval_post, methods=["POST"]),
         Route("/runs", r.page(r.runs_page)),
-        Route("/runs/{run_id}", r.page(r.run_get)),
+        Route("/runs/{run_id:path}", r.page(r.run_get)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={InboxRefused: r.bad_input,
+                                                       ClientDisconnect: r.gone})
     app.add_middleware(SecurityHeaders)
     return app
 

@@ -98,7 +98,8 @@ def same(a: str | None, b: str | None) -> bool:
 @dataclass
 class Throttle:
     """At most ``attempts`` failed sign-ins per name, and ``per_address`` per client
-    address, in any ``window`` seconds."""
+    address, in any ``window`` seconds. An attempt counts as failed from the moment it
+    arrives until its password proves right."""
 
     attempts: int = 5
     per_address: int = 20
@@ -113,21 +114,26 @@ class Throttle:
             q.popleft()
         return q
 
-    def wait(self, name: str, remote: str) -> float:
-        """Seconds until another attempt is allowed (0: now)."""
+    def attempt(self, name: str, remote: str) -> float:
+        """Count a sign-in attempt before its password is checked, and return 0; or, when
+        the name or the address has no attempt left, count nothing and return the seconds
+        until it has one. The check and the count are one step, so attempts sent at the
+        same moment are counted one by one."""
         now = self.clock()
+        limits = ((f"n:{name.casefold()}", self.attempts), (f"a:{remote}", self.per_address))
         with self._lock:
-            limits = ((f"n:{name.casefold()}", self.attempts), (f"a:{remote}", self.per_address))
             waits = [q[0] + self.window - now for key, limit in limits
                      if len(q := self._recent(key, now)) >= limit]
-        return max(waits, default=0.0)
-
-    def failed(self, name: str, remote: str) -> None:
-        now = self.clock()
-        with self._lock:
-            for key in (f"n:{name.casefold()}", f"a:{remote}"):
+            if waits:
+                return max(waits)
+            for key, _ in limits:
                 self._recent(key, now).append(now)
+        return 0.0
 
-    def succeeded(self, name: str) -> None:
+    def succeeded(self, name: str, remote: str) -> None:
+        """A correct password: its attempt was no failure, and the name starts afresh."""
         with self._lock:
             self._failures.pop(f"n:{name.casefold()}", None)
+            address = self._failures.get(f"a:{remote}")
+            if address:
+                address.pop()

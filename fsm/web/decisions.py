@@ -27,14 +27,23 @@ from fsm.errors import (
     RunLocked,
 )
 from fsm.presentation import PLAIN
-from fsm.records import Approval, RunState, start_detail, started_as
+from fsm.records import (
+    Approval,
+    CallAwaitingApproval,
+    EventAwaitingPerson,
+    RunState,
+    start_detail,
+    started_as,
+)
 from fsm.records import utc as iso
 from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
+from fsm.runtime.review import row_problem
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Account
+from fsm.web.forms import clip
 
 # -- the workflow of a run, and what its pause asks ---------------------------------------
 
@@ -94,7 +103,6 @@ _ERRORS: list[tuple[type[Exception], str, int]] = [
     (ApprovalStale, "stale", 409),
     (ApprovalAlreadyDecided, "decided", 409),
     (NothingPending, "decided", 409),
-    (RunLocked, "busy", 409),
     (ConcurrentUpdate, "stale", 409),
     (DefinitionChanged, "definition", 409),
 ]
@@ -109,10 +117,14 @@ def _check_page(approval: Approval, run: RunState, seen_hash: str, seen_version:
     if seen_hash != approval.args_hash or seen_version != str(approval.run_version):
         raise InboxRefused("stale", "the page you decided on does not show this request's "
                       "arguments and version; reload it and read the request again")
-    if (run.pending is None or run.pending.approval_id != approval.approval_id
+    if (not isinstance(run.pending, CallAwaitingApproval | EventAwaitingPerson)
+            or run.pending.approval_id != approval.approval_id
             or run.version != approval.run_version):
         raise InboxRefused("stale", f"the run moved on since this page was loaded (it is at "
                       f"version {run.version}, status {run.status}); nothing was decided")
+    problem = row_problem(approval, run.pending)
+    if problem is not None:
+        raise InboxRefused("mismatch", problem)
 
 
 def decide(store: Store, workflows: Workflows, account: Account, approval_id: str,
@@ -124,19 +136,20 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
         raise InboxRefused("role", f"{account.name} is an {account.role}: auditors read, they "
                       "do not decide", 403)
     if action not in ("approve", "deny"):
-        raise InboxRefused("action", f"unknown action {action!r} (allowed: approve, deny)", 400)
+        raise InboxRefused("action", f"unknown action {clip(repr(action))} (allowed: approve, "
+                           "deny)", 400)
     if not note.strip():
         raise InboxRefused("note", "a decision needs a note saying why", 400)
     approval = store.approval(approval_id)
     if approval is None:
-        raise InboxRefused("missing", f"no approval {approval_id!r}", 404)
+        raise InboxRefused("missing", f"no approval {clip(repr(approval_id))}", 404)
     run = store.load_run(approval.run_id)
     _check_page(approval, run, seen_hash, seen_version)
     spec = workflows.spec(store, run)
     if spec is None:
         raise InboxRefused("definition", f"workflow {run.workflow!r} cannot be loaded here")
     ask = describe(spec, run, approval)
-    amend = _lowered(spec, approval, action, amount)
+    amend = _lowered(spec, approval, ask, action, amount)
     if amend is not None:
         ask = replace(ask, amount=next(iter(amend.values())))
         ask = replace(ask, amount_text=money(spec, ask.amount))
@@ -153,14 +166,18 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
     try:
         return engine.decide(run.run_id, action == "approve", account.name, note.strip(),
                              amend=amend)
+    except RunLocked:
+        raise InboxRefused("busy", "another decision of this run is being recorded right "
+                           "now; nothing was decided by you; reload the page") from None
     except tuple(e for e, _, _ in _ERRORS) as exc:
         code, status = next((c, s) for e, c, s in _ERRORS if isinstance(exc, e))
         raise InboxRefused(code, str(exc), status) from None
 
 
-def _lowered(spec: WorkflowSpec, approval: Approval, action: str,
+def _lowered(spec: WorkflowSpec, approval: Approval, ask: Ask, action: str,
              amount: str) -> dict[str, Any] | None:
-    """The change a reviewer asked for in the form's amount field, or ``None``."""
+    """The change a reviewer asked for in the form's amount field, or ``None``: a whole
+    number from 1 to the amount asked (checked before any release limit)."""
     if not amount.strip():
         return None
     field_name = spec.presentation.amount_field
@@ -169,9 +186,18 @@ def _lowered(spec: WorkflowSpec, approval: Approval, action: str,
     if action != "approve":
         raise InboxRefused("amount", "only an approval can change the amount; deny without "
                            "one", 400)
-    try:
-        value = int(amount.strip())
-    except ValueError:
-        raise InboxRefused("amount", f"the amount must be a whole number of minor units, not "
-                           f"{amount!r}", 400) from None
+    text = amount.strip()
+    asked = approval.args.get(field_name)
+    if not isinstance(asked, int) or isinstance(asked, bool):
+        raise InboxRefused("amount", "this request has no amount to lower; approve or deny "
+                           "it as it is", 400)
+    allowed = (f"a whole number of minor units from 1 to {asked} (the amount asked, "
+               f"{ask.amount_text or money(spec, asked)})")
+    if not (text.isascii() and text.isdigit()) or len(text) > 30:
+        raise InboxRefused("amount", f"the amount must be {allowed}, not {clip(repr(text))}; "
+                           "nothing was decided", 400)
+    value = int(text)
+    if not 1 <= value <= asked:
+        raise InboxRefused("amount", f"the amount may only be lowered: {allowed}, not "
+                           f"{value}; nothing was decided", 400)
     return {field_name: value}

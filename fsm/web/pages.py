@@ -13,13 +13,25 @@ from fsm.auditor.audit import audit
 from fsm.auditor.diagram import extract, overlay
 from fsm.auditor.render import GraphvizMissing, render, to_dot
 from fsm.errors import FSMError
-from fsm.records import Approval, Event, RunState, canonical, fingerprint, state_path
+from fsm.records import (
+    Approval,
+    CallAwaitingApproval,
+    Event,
+    EventAwaitingPerson,
+    RunState,
+    canonical,
+    fingerprint,
+    state_path,
+)
+from fsm.runtime.review import row_problem, row_subject
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Notification
 from fsm.web.decisions import Ask, Workflows, describe, iso, money
 
 PAGE_SIZE = 25
+#: The highest page number asked for that is read as a number (a higher one is the last).
+MAX_PAGE = 10**9
 
 
 def time_left(seconds: float) -> str:
@@ -45,6 +57,10 @@ class Pager:
     total: int
     size: int = PAGE_SIZE
 
+    def __post_init__(self) -> None:
+        # Past the last page is the last page: an offset never outgrows the database's.
+        self.page = min(max(1, self.page), self.pages)
+
     @property
     def pages(self) -> int:
         return max(1, -(-self.total // self.size))
@@ -56,7 +72,7 @@ class Pager:
 
 def page_number(raw: str | None) -> int:
     try:
-        return max(1, int(raw or "1"))
+        return min(max(1, int(raw or "1")), MAX_PAGE)
     except ValueError:
         return 1
 
@@ -72,6 +88,8 @@ class InboxRow:
     expires: str
     left: str
     delivery: str
+    #: Why the approval row differs from the request the run waits on, or ``None``.
+    problem: str | None = None
 
 
 def _delivery(notes: list[Notification]) -> str:
@@ -93,12 +111,57 @@ def inbox(store: Store, workflows: Workflows, now: float, workflow: str | None,
         notes.setdefault(n.approval_id, []).append(n)
     rows = []
     for a, run in found:
+        shown, problem = verified(a, run)
         rows.append(InboxRow(
-            approval=a, run=run, ask=describe(workflows.spec(store, run), run, a),
+            approval=a, run=run, ask=describe(workflows.spec(store, run), run, shown),
             requested=iso(a.requested_at), expires=iso(a.expires_at),
             left=time_left(a.expires_at - now), delivery=_delivery(notes.get(a.approval_id, [])),
+            problem=problem,
         ))
     return rows, pager
+
+
+def _pending(run: RunState,
+             approval: Approval) -> CallAwaitingApproval | EventAwaitingPerson | None:
+    pending = run.pending
+    if isinstance(pending, CallAwaitingApproval | EventAwaitingPerson) \
+            and pending.approval_id == approval.approval_id:
+        return pending
+    return None
+
+
+def verified(approval: Approval, run: RunState) -> tuple[Approval, str | None]:
+    """The approval as the run waits on it, and why its row differs, if it does: then the
+    tool and arguments shown (and compared with a release limit) are the run's own."""
+    pending = _pending(run, approval)
+    problem = row_problem(approval, pending) if pending is not None else None
+    if problem is None or pending is None:
+        return approval, problem
+    return approval.model_copy(update={"tool": pending.tool, "args": pending.args}), problem
+
+
+def _paused(events: list[Event], approval_id: str) -> dict[str, Any]:
+    """What the run's log recorded when it paused for this approval (``{}``: nothing)."""
+    for e in events:
+        if e.kind == "pause" and e.detail and e.detail.get("approval_id") == approval_id:
+            return dict(e.detail)
+    return {}
+
+
+def decided_problem(approval: Approval, events: list[Event]) -> tuple[dict[str, Any],
+                                                                      str | None]:
+    """The subject a decided approval was requested for, and why its row does not give
+    its hash or differs from the log's pause, if it does."""
+    paused = _paused(events, approval.approval_id)
+    subject = row_subject(approval, paused.get("events") or [])
+    if fingerprint(subject) != approval.args_hash:
+        return subject, (f"approval {approval.approval_id}'s tool and arguments do not give "
+                         f"its hash {approval.args_hash[:12]}: the row was changed after it "
+                         "was written")
+    if paused and paused.get("args") != approval.args:
+        return subject, (f"approval {approval.approval_id}'s arguments differ from those the "
+                         "run's log recorded when it paused")
+    return subject, None
 
 
 # -- the diagram, cached by the DOT text it comes from -----------------------------------------
@@ -151,8 +214,8 @@ class ApprovalPage:
     #: The canonical JSON of the request the approval's hash covers, and that hash.
     subject: str
     subject_hash: str
-    #: The request shown is the one the approval is bound to.
-    bound: bool
+    #: Why the approval row is not the request it was bound to, or ``None``.
+    problem: str | None
     open: bool
     requested: str
     expires: str
@@ -165,24 +228,46 @@ class ApprovalPage:
     notifications: list[Notification] = field(default_factory=list)
     #: The argument a reviewer may lower here (the workflow's amount), or ``None``.
     lower_field: str | None = None
+    #: The server can load the run's workflow (a decision needs it).
+    loadable: bool = True
+    #: What was approved, when the reviewer approved less than was asked.
+    granted: Ask | None = None
+
+    @property
+    def bound(self) -> bool:
+        """The request shown is the one the approval is bound to."""
+        return self.problem is None
+
+    @property
+    def decidable(self) -> bool:
+        return self.open and self.bound and self.loadable
+
+
+def granted(spec: WorkflowSpec | None, run: RunState, approval: Approval) -> Ask | None:
+    """What was approved, when it is not what was asked."""
+    if approval.approved_args is None or approval.approved_args == approval.args:
+        return None
+    return describe(spec, run, approval.model_copy(update={"args": approval.approved_args}))
 
 
 def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approval: Approval,
                   now: float, limit: int | None) -> ApprovalPage:
     run = store.load_run(approval.run_id)
     spec = workflows.spec(store, run)
-    ask = describe(spec, run, approval)
-    pending = run.pending if run.pending and run.pending.approval_id == approval.approval_id \
-        else None
-    subject = pending.subject() if pending is not None else {
-        "tool": approval.tool, "args": approval.args}
-    shown = canonical(subject)
     events = store.events(run.run_id)
+    pending = _pending(run, approval)
+    if pending is not None:
+        subject = pending.subject()
+        checked, problem = verified(approval, run)
+    else:
+        subject, problem = decided_problem(approval, events)
+        checked = approval
+    ask = describe(spec, run, checked)
     open_ = (approval.decision is None and pending is not None
              and run.status == "awaiting_approval" and run.version == approval.run_version)
     return ApprovalPage(
-        approval=approval, run=run, ask=ask, subject=shown, subject_hash=fingerprint(subject),
-        bound=fingerprint(subject) == approval.args_hash, open=open_,
+        approval=checked, run=run, ask=ask, subject=canonical(subject),
+        subject_hash=fingerprint(subject), problem=problem, open=open_,
         requested=iso(approval.requested_at), expires=iso(approval.expires_at),
         left=time_left(approval.expires_at - now),
         transcript=store.messages(run.run_id), events=events,
@@ -190,7 +275,8 @@ def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approv
         limit_text=money(spec, limit) if limit is not None else "",
         over_limit=limit is not None and ask.amount is not None and ask.amount > limit,
         notifications=store.notifications(approval_ids=[approval.approval_id]),
-        lower_field=_lower_field(spec, approval),
+        lower_field=_lower_field(spec, checked), loadable=spec is not None,
+        granted=granted(spec, run, approval),
     )
 
 
@@ -222,7 +308,8 @@ class RunPage:
     path: list[str]
     events: list[Event]
     steps: list[StepCost]
-    approvals: list[tuple[Approval, Ask]]
+    #: Each approval, what it asked, and what was approved when that was less.
+    approvals: list[tuple[Approval, Ask, Ask | None]]
     audit_ok: bool
     audit_problems: list[str]
     head: str
@@ -240,7 +327,7 @@ def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str
     report = audit(store, run_id)
     return RunPage(
         run=run, path=state_path(events), events=events, steps=per_step(events),
-        approvals=[(a, describe(spec, run, a))
+        approvals=[(a, describe(spec, run, a), granted(spec, run, a))
                    for a in store.approvals(run_id, pending_only=False)],
         audit_ok=report.ok, audit_problems=report.problems, head=report.head,
         svg=diagrams.svg(spec, run_id, events), refusals=store.refusals(run_id),

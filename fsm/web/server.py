@@ -46,15 +46,23 @@ def build(store: Store, *, host: str, port: int, public_url: str | None = None) 
     return inbox, notifier
 
 
+def where(store: Store) -> str:
+    """The database a store opened, as people name it (a URL without its password)."""
+    return str(getattr(store, "name", None) or getattr(store, "path", None)
+               or type(store).__name__)
+
+
 def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8000,
           public_url: str | None = None) -> None:
     inbox, notifier = build(store, host=host, port=port, public_url=public_url)
     thread, stop = notifier.start()
-    print(f"fsm inbox on http://{host}:{port} (database {getattr(store, 'path', store)})",
-          file=sys.stderr, flush=True)
+    print(f"fsm inbox on http://{host}:{port} (database {where(store)})", file=sys.stderr,
+          flush=True)
     try:
+        # The client address is the connection's: X-Forwarded-For and Forwarded headers
+        # are not trusted, so no client names the address its sign-ins count against.
         uvicorn.run(create_app(inbox), host=host, port=port, log_level="warning",
-                    access_log=False)
+                    access_log=False, proxy_headers=False)
     finally:
         stop.set()
         thread.join(timeout=5)
