@@ -588,6 +588,13 @@ def test_accounts_are_added_once_changed_and_listed(store: Store) -> None:
     assert store.account("nobody") is None
     with pytest.raises(StoreError, match="no account"):
         store.save_account(a.model_copy(update={"name": "nobody"}))
+    # A change saved from a row read before another change landed is refused whole.
+    with pytest.raises(StoreError, match="changed while this change was being made"):
+        store.save_account(a.model_copy(update={"password_hash": "old", "updated_at": 3.0}),
+                           was=1.0)
+    store.save_account(got.model_copy(update={"limit": 9, "updated_at": 3.0}), was=2.0)
+    got = store.account("priya")
+    assert got is not None and (got.password_hash, got.limit, got.updated_at) == ("h2", 9, 3.0)
     store.add_account(Account(name="ana", role="auditor", password_hash="h"))
     assert [x.name for x in store.accounts()] == ["ana", "priya"]
 

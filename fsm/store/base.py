@@ -214,8 +214,11 @@ class Store(ABC):
         """Insert a new account; :class:`~fsm.store.schema.StoreError` if the name is taken."""
         raise self._no_people()
 
-    def save_account(self, account: Account) -> None:
-        """Replace an existing account's row (password, limit, disabled)."""
+    def save_account(self, account: Account, *, was: float | None = None) -> None:
+        """Replace an existing account's row (password, limit, disabled). ``was``: the
+        ``updated_at`` of the row as it was read; the save is refused (``StoreError``,
+        nothing changed) when the row has changed since, so two changes made at once
+        cannot undo one another."""
         raise self._no_people()
 
     def account(self, name: str) -> Account | None:

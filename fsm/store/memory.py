@@ -16,7 +16,14 @@ from fsm.errors import (
 from fsm.records import GENESIS, Approval, Effect, Event, RunState, StepCommit, ViewRecord, chain
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import check_fence, expiry, lease_held
-from fsm.store.people import Account, Notification, Refusal, notification_key, outbox_rows
+from fsm.store.people import (
+    Account,
+    Notification,
+    Refusal,
+    account_not_saved,
+    notification_key,
+    outbox_rows,
+)
 
 
 class MemoryStore(Store):
@@ -239,10 +246,11 @@ class MemoryStore(Store):
                 raise StoreError(f"account {account.name!r} already exists")
             self._accounts[account.name] = account.model_copy()
 
-    def save_account(self, account: Account) -> None:
+    def save_account(self, account: Account, *, was: float | None = None) -> None:
         with self._lock:
-            if account.name not in self._accounts:
-                raise StoreError(f"no account {account.name!r}")
+            found = self._accounts.get(account.name)
+            if found is None or (was is not None and found.updated_at != was):
+                raise account_not_saved(account.name, found is not None)
             self._accounts[account.name] = account.model_copy()
 
     def account(self, name: str) -> Account | None:

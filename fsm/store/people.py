@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from fsm.errors import StoreError
 from fsm.records import ApprovalDecision
 
 Role = Literal["approver", "auditor"]
@@ -35,6 +36,14 @@ class Account(BaseModel):
     #: When the row last changed; signing out of the inbox moves it too, which ends every
     #: session of the account.
     updated_at: float = 0.0
+
+
+def account_not_saved(name: str, exists: bool) -> StoreError:
+    """Why an account's row was not saved: it does not exist, or it changed since read."""
+    if not exists:
+        return StoreError(f"no account {name!r}")
+    return StoreError(f"account {name!r} changed while this change was being made; nothing "
+                      "was changed: make the change again")
 
 
 class Refusal(BaseModel):

@@ -56,7 +56,7 @@ from fsm.store.columns import (
     waiting_query,
 )
 from fsm.store.lease import check_fence, expiry, lease_held, this_host_prefix
-from fsm.store.people import Account, Notification, Refusal
+from fsm.store.people import Account, Notification, Refusal, account_not_saved
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 
 _EVENT_COLS = EVENT_COLUMNS
@@ -445,15 +445,18 @@ class PostgresStore(SQLReads, Store):
         except psycopg.Error as exc:
             raise StoreError(f"database {self.name}: {exc}") from None
 
-    def save_account(self, account: Account) -> None:
+    def save_account(self, account: Account, *, was: float | None = None) -> None:
         with self._tx() as conn:
             cur = conn.execute(
                 "UPDATE accounts SET role = %s, password_hash = %s, release_limit = %s, "
-                "disabled = %s, updated_at = %s WHERE name = %s",
+                "disabled = %s, updated_at = %s WHERE name = %s"
+                + ("" if was is None else " AND updated_at = %s"),
                 (account.role, account.password_hash, account.limit, account.disabled,
-                 account.updated_at, account.name))
+                 account.updated_at, account.name, *(() if was is None else (was,))))
             if cur.rowcount != 1:
-                raise StoreError(f"no account {account.name!r}")
+                found = conn.execute("SELECT 1 FROM accounts WHERE name = %s",
+                                     (account.name,)).fetchone()
+                raise account_not_saved(account.name, found is not None)
 
     def account(self, name: str) -> Account | None:
         rows = self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts WHERE name = %s", (name,))

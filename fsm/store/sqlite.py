@@ -49,7 +49,7 @@ from fsm.store.columns import (
     waiting_query,
 )
 from fsm.store.lease import check_fence, expiry, lease_held, this_host_prefix
-from fsm.store.people import Account, Notification, Refusal
+from fsm.store.people import Account, Notification, Refusal, account_not_saved
 from fsm.store.schema import MIGRATIONS
 
 _EVENT_COLS = EVENT_COLUMNS
@@ -495,16 +495,20 @@ class SQLiteStore(SQLReads, Store):
             except sqlite3.IntegrityError:
                 raise StoreError(f"account {account.name!r} already exists") from None
 
-    def save_account(self, account: Account) -> None:
+    def save_account(self, account: Account, *, was: float | None = None) -> None:
         with self._tx() as db:
             cur = db.execute(
                 "UPDATE accounts SET role = ?, password_hash = ?, release_limit = ?, "
-                "disabled = ?, updated_at = ? WHERE name = ?",
+                "disabled = ?, updated_at = ? WHERE name = ?"
+                + ("" if was is None else " AND updated_at = ?"),
                 (account.role, account.password_hash, account.limit, int(account.disabled),
-                 account.updated_at, account.name),
+                 account.updated_at, account.name, *(() if was is None else (was,))),
             )
             if cur.rowcount != 1:
-                raise StoreError(f"no account {account.name!r}")
+                raise account_not_saved(account.name, self._exists_account(db, account.name))
+
+    def _exists_account(self, db: sqlite3.Connection, name: str) -> bool:
+        return db.execute("SELECT 1 FROM accounts WHERE name = ?", (name,)).fetchone() is not None
 
     def account(self, name: str) -> Account | None:
         rows = self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts WHERE name = ?", (name,))

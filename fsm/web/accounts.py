@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import time
+from typing import Any
 
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
-from fsm.errors import AccountError
+from fsm.errors import AccountError, StoreError
 from fsm.store.base import Store
 from fsm.store.people import Account, Role
 
@@ -79,24 +80,31 @@ def _existing(store: Store, name: str) -> Account:
     return account
 
 
-def set_password(store: Store, name: str, password: str) -> Account:
-    account = _existing(store, name).model_copy(update={
-        "password_hash": hash_password(password), "updated_at": time.time()})
-    store.save_account(account)
+def _changed(store: Store, name: str, **changes: Any) -> Account:
+    """Save ``changes`` to the account, unless its row changed since it was read (then
+    nothing is changed, and the error says so). A new ``updated_at`` ends its sessions."""
+    was = _existing(store, name)
+    account = was.model_copy(update={**changes,
+                                     "updated_at": max(time.time(), was.updated_at + 1e-3)})
+    try:
+        store.save_account(account, was=was.updated_at)
+    except StoreError as exc:
+        raise AccountError(str(exc)) from None
     return account
+
+
+def set_password(store: Store, name: str, password: str) -> Account:
+    return _changed(store, name, password_hash=hash_password(password))
 
 
 def sign_out(store: Store, name: str) -> None:
     """End every session of the account: they carry a stamp of the account row, which
-    this changes (its ``updated_at``)."""
-    account = store.account(name)
-    if account is not None:
-        now = max(time.time(), account.updated_at + 1e-3)
-        store.save_account(account.model_copy(update={"updated_at": now}))
+    this changes (its ``updated_at``). A change made at the same moment ends them too."""
+    try:
+        _changed(store, name)
+    except AccountError:
+        pass  # gone, or changed meanwhile: either way no session of it is valid now
 
 
 def set_disabled(store: Store, name: str, disabled: bool = True) -> Account:
-    account = _existing(store, name).model_copy(update={
-        "disabled": disabled, "updated_at": time.time()})
-    store.save_account(account)
-    return account
+    return _changed(store, name, disabled=disabled)
