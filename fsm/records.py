@@ -161,7 +161,11 @@ def utc(t: float | None) -> str:
     """A timestamp as ``YYYY-MM-DD HH:MM:SSZ`` (empty for ``None``)."""
     if t is None:
         return ""
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    try:
+        return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+    except (ValueError, OverflowError, OSError):
+        # Beyond what a date can hold (after the year 9999, nan): the seconds as stored.
+        return f"{t!r} s after 1970 (not a date)"
 
 
 _M = TypeVar("_M", bound=BaseModel)

@@ -21,8 +21,9 @@ from fsm.store.base import Store
 from fsm.store.postgres import PostgresStore
 from workflows.refund import Shop, build
 
-#: ``server`` and ``no_model_env``, for the tests against the fake OpenAI server.
-pytest_plugins = ["openai_fixtures"]
+#: ``server`` and ``no_model_env``, for the tests against the fake OpenAI server; ``cli``,
+#: which runs an ``fsm`` command line in this process.
+pytest_plugins = ["openai_fixtures", "cli_inproc"]
 
 #: Test files of the services built on the runtime: the workers and the inbox.
 _SERVICE_FILES = ("test_worker_", "test_fleet_", "test_web_", "test_browser_")

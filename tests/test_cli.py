@@ -120,12 +120,12 @@ def test_sweep_expires_old_approvals(db: Path) -> None:
 
 
 @pytest.mark.parametrize("args, fragments, code", [
-    pytest.param(["run", "nope", "x"], ["unknown workflow 'nope'", "refund"], 1,
+    pytest.param(["run", "nope", "x"], ["unknown workflow 'nope'", "refund"], 2,
                  id="unknown-workflow"),
     pytest.param(["resume", "missing"], ["run 'missing' not found"], 1, id="unknown-run"),
     pytest.param(["runs", "--status", "sleeping"], ["sleeping", "awaiting_approval"], 2,
                  id="bad-status"),
-    pytest.param(["run", "refund", "x", "--policy", "nomodule"], ["module:attr"], 1,
+    pytest.param(["run", "refund", "x", "--policy", "nomodule"], ["module:attr"], 2,
                  id="bad-policy"),
     pytest.param(["run", "refund", "x", "--max-steps", "0"], ["max-steps"], 2,
                  id="bad-budget"),

@@ -68,7 +68,7 @@ def test_resume_raises_the_budget_of_an_exhausted_run(tmp_path: Path) -> None:
     assert plain.returncode == exits.BUDGET_EXHAUSTED
     assert "raise its budget to continue, e.g. --max-steps N" in plain.stderr
     too_low = fsm(db, "resume", "b", "--max-steps", "2", "--by", "sam")
-    assert too_low.returncode == exits.ERROR
+    assert too_low.returncode == exits.USAGE
     assert "max_steps 2 is not above what the run has used (2)" in too_low.stderr
     raised = fsm(db, "resume", "b", "--max-steps", "20", "--by", "sam", "--json")
     assert raised.returncode == exits.OK, raised.stderr

@@ -104,9 +104,9 @@ def test_bad_timeouts_are_refused(tmp_path: Path, server: FakeOpenAI) -> None:
     db = tmp_path / "b.db"
     proc = fsm(db, "run", "refund", "Order A-1001: broken", "--model", "m", "--base-url",
                server.base_url, "--timeout", "0")
-    assert proc.returncode == 1
-    assert proc.stderr.strip() == ("error: timeout must be a number of seconds above 0, "
-                                   "got 0.0")
+    assert proc.returncode == 2  # a usage error: nothing was done
+    assert proc.stderr.strip() == ("error: --timeout must be a number of seconds above 0 and "
+                                   "at most 86400, not 0")
     proc = fsm(db, "run", "refund", "Order A-1001: broken", "--timeout", "5")
     assert proc.returncode == 2  # a usage error
     assert proc.stderr.strip() == "error: --timeout applies to --model only"

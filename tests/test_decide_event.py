@@ -102,7 +102,7 @@ def test_the_cli_names_the_event(db: Path, monkeypatch: pytest.MonkeyPatch,
     start(db, "a dispute on account K-8", "r8")
     code, _, err = fsm(monkeypatch, capsys, "approve", "r8", "--reviewer", "lee",
                        "--db", str(db))
-    assert code == 1
+    assert code == 2  # a usage error: nothing was decided
     assert err == ("error: run 'r8' waits in state 'disputed' for one of 'resolved', "
                    "'dropped', not for 'approved': name the event to fire (--event NAME)\n")
     code, _, err = fsm(monkeypatch, capsys, "deny", "r8", "--reviewer", "lee", "--note",

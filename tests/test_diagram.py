@@ -269,7 +269,7 @@ def test_cli_writes_each_format_by_suffix(tmp_path: Path) -> None:
     result = runner.invoke(app, ["diagram", "refund", "--format", "dot"])
     assert result.stdout == to_dot(extract(spec))
     proc = fsm("diagram", "refund", "-o", str(tmp_path / "r.svg"), "--format", "dot")
-    assert proc.returncode == 1 and "does not match the suffix" in proc.stderr
+    assert proc.returncode == 2 and "does not match the suffix" in proc.stderr
     assert not (tmp_path / "r.svg").exists()
 
 

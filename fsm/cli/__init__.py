@@ -6,8 +6,11 @@ Every failure ends in one ``error:`` line on stderr and an exit status from
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import typer
 
@@ -15,7 +18,7 @@ import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
 from fsm.cli import auditor, exits, fleet, inspect, ops  # noqa: F401 - they register their commands
 from fsm.cli.app import app, err_console
 from fsm.cli.context import UsageError
-from fsm.errors import FSMError
+from fsm.errors import ApprovalRefused, FSMError, WorkflowNotFound
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_errors
@@ -72,12 +75,62 @@ def run(args: Sequence[str] | None = None) -> int:
     except FSMError as exc:
         lines = str(exc).splitlines() or [type(exc).__name__]
         _say(*lines)
-        return exits.USAGE if isinstance(exc, UsageError) else exits.ERROR
+        return exits.USAGE if isinstance(exc, _NOTHING_DONE) else exits.ERROR
     return code if isinstance(code, int) else exits.OK
+
+
+#: Errors that refuse an argument before anything is written: "usage, nothing was done".
+_NOTHING_DONE = (UsageError, WorkflowNotFound, ApprovalRefused)
+
+
+class _PipeSafe:
+    """Standard output that a reader may close early (``fsm runs | head -1``): what no one
+    reads any more is dropped, and the command's own exit status stands."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def _closed(self) -> None:
+        # Later writes, and the flush at exit, go nowhere instead of failing again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())
+        os.close(devnull)
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+            self._closed()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+            self._closed()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _standard_streams() -> None:
+    """A closed standard stream (``fsm runs >&-``) reads as empty and writes nowhere; an
+    open standard output survives a reader that goes away."""
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115 - for the whole process
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
+    sys.stdout = _PipeSafe(sys.stdout)  # type: ignore[assignment]
 
 
 def main() -> None:
     """Entry point of the ``fsm`` script."""
+    _standard_streams()
     sys.exit(run())
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import typer
 
+from fsm.errors import UsageError
 from fsm.location import default_db_path
 
 from .exits import HELP as EXIT_HELP
@@ -38,7 +39,7 @@ class _LazyConsole:
 
 
 # Piped output (tests, logs, CI) gets wide tables instead of 80 folded columns.
-_WIDTH = None if sys.stdout.isatty() else 200
+_WIDTH = None if sys.stdout is not None and sys.stdout.isatty() else 200
 console = _LazyConsole(highlight=False, soft_wrap=True, width=_WIDTH)
 err_console = _LazyConsole(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
@@ -56,7 +57,9 @@ MAX_INT = 2**63 - 1
 
 
 def db_path(db: str | None) -> str:
-    """Resolve --db, then FSM_DB, then ./fsm.db."""
+    """Resolve --db, then FSM_DB, then ./fsm.db; an empty --db is refused."""
+    if db is not None and not db.strip():
+        raise UsageError("--db must not be empty; leave it out for $FSM_DB, else ./fsm.db")
     return default_db_path(db)
 
 

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 
-from fsm.cli.files import write_atomic
+from fsm.cli.files import output_target, write_atomic
 from fsm.errors import UsageError
 
 from .app import DB_HELP, app, console, fail
@@ -47,11 +46,7 @@ def _emit(output: str | None, data: bytes, what: str) -> None:
         sys.stdout.write(data.decode())
         sys.stdout.flush()
         return
-    target = Path(output)
-    if target.is_dir():
-        raise UsageError(f"-o {output!r} is a directory; give a file name in it")
-    if not target.parent.is_dir():
-        raise UsageError(f"-o {output!r}: the folder {str(target.parent)!r} does not exist")
+    target = output_target(output)
     try:
         write_atomic(target, data)
     except OSError as exc:
@@ -79,10 +74,14 @@ def diagram_cmd(
     """
     from fsm.auditor.diagram import extract
     from fsm.auditor.render import format_for, render
+    from fsm.errors import DiagramError
     from fsm.registry import load_workflow
 
     spec = load_workflow(workflow)
-    chosen = format_for(output, fmt)
+    try:
+        chosen = format_for(output, fmt)
+    except DiagramError as exc:
+        raise UsageError(str(exc)) from None
     if output is None and chosen == "png":
         raise UsageError("PNG is binary: give -o FILE.png")
     if db is not None and run is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -18,33 +19,61 @@ if TYPE_CHECKING:
     from fsm.store import Store
 
 
+#: The last second every listing can show (9999-12-31 23:59:59 UTC).
+LAST_TIME = 253_402_300_799.0
+#: The longest wait for one model reply that ``--timeout`` accepts: a day.
+MAX_TIMEOUT = 86_400.0
+
+
 def clock() -> float:
     """Wall-clock time, shifted by ``FSM_CLOCK_OFFSET`` seconds (to rehearse expiries)."""
     raw = os.environ.get("FSM_CLOCK_OFFSET") or "0"
     try:
         offset = float(raw)
     except ValueError:
-        raise UsageError(f"FSM_CLOCK_OFFSET must be a number of seconds, not {raw!r}") from None
-    return time.time() + offset
+        offset = math.nan
+    now = time.time() + offset
+    if not 0 <= now <= LAST_TIME:
+        raise UsageError(f"FSM_CLOCK_OFFSET must be a number of seconds that keeps the clock "
+                         f"between 1970 and the year 9999, not {raw!r}")
+    return now
+
+
+def check_clock() -> None:
+    """Refuse a bad ``FSM_CLOCK_OFFSET`` before a command changes anything."""
+    clock()
+
+
+def refuse_empty(**options: str | None) -> None:
+    """An option given as an empty text (``--model "$UNSET"``) is refused, not defaulted."""
+    for name, value in options.items():
+        if value is not None and not value.strip():
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} must not be empty; leave it out for the default")
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """``--timeout``: seconds above 0, at most a day."""
+    if timeout is not None and not (0 < timeout <= MAX_TIMEOUT):
+        raise UsageError(f"--timeout must be a number of seconds above 0 and at most "
+                         f"{MAX_TIMEOUT:g}, not {timeout:g}")
+    return timeout
 
 
 def store_for(db: str | None) -> Store:
-    """The database of ``--db`` for a command that writes (created if missing)."""
+    """The database of ``--db`` for a command that writes (created if missing; a file of
+    another program is refused untouched)."""
     from fsm.store import open_store
 
-    return open_store(db_path(db))
+    return open_store(db_path(db), adopt=False)
 
 
 def reader_for(db: str | None) -> Store:
-    """The database of ``--db`` for a command that only reads: a SQLite file must exist
-    and be an fsm database, and nothing in it changes (PostgreSQL: an ordinary store)."""
-    from fsm.store import SQLiteStore, open_store, sqlite_path
+    """The database of ``--db`` for a command that only reads: it must exist and be an
+    fsm database, and nothing in it changes."""
+    from fsm.store import open_store
 
-    url = db_path(db)
-    path = sqlite_path(url)
-    if path is None:
-        return open_store(url)
-    return SQLiteStore(path, readonly=True)
+    return open_store(db_path(db), readonly=True)
 
 
 def fmt_time(t: float | None) -> str:
@@ -72,10 +101,12 @@ def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: st
     """The policy to drive runs with, and how to name it in the log."""
     from fsm.registry import default_policy, load_policy
 
+    refuse_empty(policy=policy, model=model, base_url=base_url)
     if policy and model:
         raise UsageError("give either --policy or --model, not both")
     if timeout is not None and not model:
         raise UsageError("--timeout applies to --model only")
+    check_timeout(timeout)
     if model:
         from fsm.adapters.openai import DEFAULT_TIMEOUT, OpenAIPolicy
 

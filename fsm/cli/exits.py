@@ -39,5 +39,6 @@ def for_status(status: str) -> int:
 #: The table shown by ``--help`` (typer keeps the line breaks of an epilog in \b blocks).
 HELP = (
     "Exit status: 0 done or waiting for a person; 1 error; 2 usage error; 3 failed; "
-    "4 budget exhausted; 5 handed over; 6 model unavailable."
+    "4 budget exhausted; 5 handed over; 6 model unavailable; 130 interrupted (Ctrl-C: the "
+    "run stays resumable)."
 )

@@ -25,7 +25,9 @@ STATUSES = ("running", "awaiting_approval", "done", "failed", "budget_exhausted"
 def runs_cmd(
     status: str | None = typer.Option(None, "--status", help=f"one of: {', '.join(STATUSES)}"),
     workflow: str | None = typer.Option(None, "--workflow", help="only runs of this workflow"),
-    limit: int = typer.Option(50, "--limit", min=1, max=MAX_INT, help="how many runs to show"),
+    # One less than the largest integer: one more run than asked for is read (see below).
+    limit: int = typer.Option(50, "--limit", min=1, max=MAX_INT - 1,
+                              help="how many runs to show"),
     offset: int = typer.Option(0, "--offset", min=0, max=MAX_INT,
                                help="skip this many of the newest runs first"),
     show_all: bool = typer.Option(False, "--all", help="every run (ignores --limit)"),
@@ -111,8 +113,10 @@ def show_cmd(
         view = view_at(spec, store, run_id, step)
         if view is None:
             what = f"step {step}" if step is not None else "any step"
-            raise RunError(f"run {run_id!r} has no view recorded for {what} "
-                           f"(recorded steps: 1..{run.step})", run_id=run_id)
+            recorded = f"recorded steps: 1..{run.step}" if run.step else \
+                "it has not been driven yet"
+            raise RunError(f"run {run_id!r} has no view recorded for {what} ({recorded})",
+                           run_id=run_id)
         name = (model or _run_model(store, run_id)) if request else ""
     if request:
         from fsm.adapters.translate import encode, request_body

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import getpass
 import json
-import sys
-from pathlib import Path
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -14,13 +14,16 @@ from . import exits
 from .app import DB_HELP, JSON_HELP, MAX_INT, app, console, err_console, print_json
 from .context import (
     UsageError,
+    check_clock,
     clock,
     engine_for_run,
     make_policy,
     path_of,
+    refuse_empty,
     spec_for_run,
     store_for,
 )
+from .goal import GOAL_HELP, read_goal
 
 # The runtime is imported by the commands that use it, so that ``fsm --help`` stays fast.
 if TYPE_CHECKING:
@@ -36,36 +39,6 @@ EventOpt = typer.Option(
 NoDriveOpt = typer.Option(False, "--no-drive",
                           help="only record the decision; a worker (fsm worker) continues the run")
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
-GOAL_HELP = ("the user's request, the run's first message; - reads it from standard input, "
-             "@FILE from a file (@@text for a request that starts with @)")
-
-
-def read_goal(goal: str) -> str:
-    """The goal as given, from standard input (``-``) or from a file (``@FILE``)."""
-    if goal == "-":
-        try:
-            text = sys.stdin.buffer.read().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"the goal on standard input is not valid UTF-8 ({exc})") from None
-        where = "on standard input"
-    elif goal.startswith("@") and not goal.startswith("@@"):
-        path = Path(goal[1:])
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise UsageError(f"the goal file {str(path)!r} is not valid UTF-8 ({exc})") from None
-        except OSError as exc:
-            raise UsageError(f"cannot read the goal from {str(path)!r}: "
-                             f"{exc.strerror or exc}") from None
-        where = f"in {str(path)!r}"
-    else:
-        text, where = goal.removeprefix("@") if goal.startswith("@@") else goal, "given"
-    if not text.strip():
-        raise UsageError(f"the goal {where} is empty: give the user's request as text, "
-                         "- to read it from standard input, or @FILE")
-    return text.removesuffix("\n")
-
-
 def finish(store: Store, run: RunState, as_json: bool) -> None:
     """Report the run, then exit with the code of its status (see ``fsm --help``)."""
     report(store, run, as_json)
@@ -130,7 +103,8 @@ def run_cmd(
     text = read_goal(goal)
     if run_id is not None and not run_id.strip():
         raise UsageError("--run-id must not be empty")
-    from fsm.records import Budgets
+    check_clock()
+    from fsm.records import Budgets, new_id
     from fsm.registry import load_workflow
     from fsm.runtime.compaction import Compactor
     from fsm.runtime.engine import Engine
@@ -144,10 +118,34 @@ def run_cmd(
         meta["base_url"] = base_url
     if timeout is not None:
         meta["timeout"] = timeout  # approve and deny reuse it
-    with store_for(db) as store:
+    run_id = run_id or new_id()  # named here, so that an interrupt can name it
+    with store_for(db) as store, interruptible(store, run_id):
         engine = Engine(spec, store, fn, clock=clock, compactor=Compactor())
         run = engine.start(text, user=user, run_id=run_id, budgets=budgets, meta=meta)
         finish(store, run, as_json)
+
+
+@contextmanager
+def interruptible(store: Store, run_id: str) -> Iterator[None]:
+    """Ctrl-C while a run is driven: one line on what became of the run, exit 130. Every
+    step commits whole or not at all, so the run stops at its last committed step."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err_console.print(f"interrupted: {_left(store, run_id)}", markup=False)
+        raise typer.Exit(exits.INTERRUPTED) from None
+
+
+def _left(store: Store, run_id: str) -> str:
+    try:
+        status = store.load_run(run_id).status
+    except Exception:  # the interrupt may have come before the run existed, or mid-read
+        status = "running"
+    if status == "awaiting_approval":
+        return f"run {run_id} still waits for a person (fsm approve {run_id} or fsm deny)"
+    if status == "running":
+        return f"run {run_id} stays resumable (fsm resume {run_id})"
+    return f"run {run_id} stopped as {status}"
 
 
 def _raised(max_steps: int | None, max_cost_micros: int | None, max_tokens: int | None,
@@ -186,21 +184,54 @@ def resume_cmd(
     from fsm.records import FINAL_STATUSES
 
     raised = _raised(max_steps, max_cost_micros, max_tokens, max_seconds)
+    operator = _operator(by) if raised else ""
     with store_for(db) as store:
         run = store.load_run(run_id)
         if not raised and run.status in FINAL_STATUSES:
             err_console.print(f"run {run_id!r} has already finished ({run.status}); nothing "
                               "to resume" + _how_to_continue(run), markup=False)
             finish(store, run, as_json)
+        _refuse_new_limits(run, raised)
         engine = engine_for_run(store, run_id, policy=policy, model=model, base_url=base_url,
                                 timeout=timeout)
-        if raised:
-            engine.raise_budgets(run_id, raised, by=_operator(by))
-        finish(store, engine.resume(run_id, take_over=take_over), as_json)
+        with interruptible(store, run_id):
+            if raised:
+                _raise_budgets(engine, run_id, raised, operator)
+            finish(store, engine.resume(run_id, take_over=take_over), as_json)
+
+
+#: How ``fsm resume`` names each budget.
+_BUDGET_WORDS = {"max_steps": "step", "max_cost_micros": "cost", "max_tokens": "token",
+                 "max_active_seconds": "active-time"}
+
+
+def _refuse_new_limits(run: RunState, raised: dict[str, Any]) -> None:
+    """Raising a budget the run has no limit for would impose one: refused."""
+    for name in raised:
+        if getattr(run.budgets, name) is None:
+            flag = "--max-seconds" if name == "max_active_seconds" else "--" + \
+                name.replace("_", "-")
+            raise UsageError(f"run {run.run_id!r} has no {_BUDGET_WORDS[name]} limit; "
+                             f"nothing to raise (leave out {flag})")
+
+
+def _raise_budgets(engine: Any, run_id: str, raised: dict[str, Any], by: str) -> None:
+    """Raise the budgets; a refused limit (not above what was used, a run that cannot run
+    again) is a usage error: nothing was changed."""
+    from fsm.errors import ConcurrentUpdate, LeaseLost, RunError, RunLocked
+
+    try:
+        engine.raise_budgets(run_id, raised, by=by)
+    except (RunLocked, LeaseLost, ConcurrentUpdate):
+        raise
+    except RunError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _operator(by: str | None) -> str:
     if by is not None:
+        if not by.strip():
+            raise UsageError("--by must name who raises the budget, not be empty")
         return by.strip()
     try:
         return getpass.getuser()
@@ -217,11 +248,15 @@ def _how_to_continue(run: RunState) -> str:
 def _decide(run_id: str, approved: bool, reviewer: str, note: str, db: str | None,
             as_json: bool, event: str | None = None, no_drive: bool = False,
             amend: dict[str, Any] | None = None) -> None:
+    if not reviewer.strip():
+        raise UsageError("--reviewer must name who decides, not be empty")
+    refuse_empty(event=event)
     with store_for(db) as store:
         engine = engine_for_run(store, run_id)
-        run = engine.decide(run_id, approved, reviewer, note, event=event, drive=not no_drive,
-                            amend=amend)
-        finish(store, run, as_json)
+        with interruptible(store, run_id):
+            run = engine.decide(run_id, approved, reviewer, note, event=event,
+                                drive=not no_drive, amend=amend)
+            finish(store, run, as_json)
 
 
 def parse_sets(sets: list[str]) -> dict[str, Any]:

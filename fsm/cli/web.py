@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import getpass
 import os
 import sys
@@ -10,7 +11,7 @@ import typer
 
 from fsm.errors import UsageError
 
-from .app import app, console, print_table
+from .app import MAX_INT, app, console, fail, print_table
 from .context import store_for
 
 users = typer.Typer(no_args_is_help=True, help="Manage the accounts of the approval inbox.")
@@ -18,6 +19,9 @@ app.add_typer(users, name="users")
 
 DB_URL_HELP = ("database: a SQLite file, sqlite:///PATH or postgresql://... "
                "(default: $FSM_DB, else ./fsm.db)")
+#: The roles of an inbox account (``fsm.web.accounts``, which ``import fsm.cli`` does not
+#: load).
+ROLES = ("approver", "auditor")
 PASSWORD_STDIN_HELP = "read the password from the first line of standard input"
 PASSWORD_ENV_HELP = "read the password from this environment variable"
 
@@ -60,13 +64,16 @@ def users_add(
     name: str = typer.Argument(..., help="the account name (the reviewer recorded)"),
     role: str = typer.Option(..., "--role", help="approver or auditor"),
     limit: int | None = typer.Option(
-        None, "--limit", help="approvers: the largest amount they may release, in the "
-        "workflow's minor units (paise); default: no limit"),
+        None, "--limit", min=0, max=MAX_INT, help="approvers: the largest amount they may "
+        "release, in the workflow's minor units (paise); default: no limit"),
     password_stdin: bool = typer.Option(False, "--password-stdin", help=PASSWORD_STDIN_HELP),
     password_env: str | None = typer.Option(None, "--password-env", help=PASSWORD_ENV_HELP),
     db: str | None = typer.Option(None, "--db", help=DB_URL_HELP),
 ) -> None:
     """Create an account."""
+    if role not in ROLES:
+        raise typer.BadParameter(f"unknown role {role!r} (allowed: {', '.join(ROLES)})",
+                                 param_hint="--role")
     _web()
     from fsm.web.accounts import add_account
 
@@ -132,5 +139,34 @@ def serve_cmd(
     _web()
     from fsm.web.server import serve
 
+    _can_listen(host, port)
     with store_for(db) as store:
-        serve(store, host=host, port=port, public_url=public_url)
+        try:
+            serve(store, host=host, port=port, public_url=public_url)
+        except SystemExit as exc:
+            # uvicorn's own exit when it cannot start (it printed why): not a run's status.
+            if exc.code in (0, None):
+                raise
+            raise fail(f"the inbox could not start on {host}:{port} (see the line above)"
+                       ) from None
+
+
+def _can_listen(host: str, port: int) -> None:
+    """Refuse an address this machine cannot listen on, before anything starts."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:
+        raise UsageError(f"--host {host!r} is not an address of this machine "
+                         f"({getattr(exc, 'strerror', None) or exc})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            hint = " (another program uses the port; give --port)" \
+                if exc.errno == errno.EADDRINUSE else ""
+            raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None

@@ -34,12 +34,15 @@ def sqlite_path(url: str) -> str | None:
 
 
 def open_store(db: str | None = None, *, synchronous: str | None = None,
-               pool_size: int | None = None) -> Store:
+               pool_size: int | None = None, readonly: bool = False,
+               adopt: bool = True) -> Store:
     """Open the store ``db`` names (default :func:`default_db_path`).
 
     ``postgresql://...`` opens a :class:`~fsm.store.postgres.PostgresStore` (pool size
     ``pool_size``, else ``$FSM_PG_POOL``); a path or ``sqlite:///path`` a
-    :class:`SQLiteStore` (``FSM_SYNCHRONOUS`` sets its mode).
+    :class:`SQLiteStore` (``FSM_SYNCHRONOUS`` sets its mode). ``readonly`` opens an
+    existing fsm database for reading only: it is never created, migrated or changed;
+    ``adopt=False`` refuses a SQLite file that holds another program's tables.
     """
     url = default_db_path(db)
     path = sqlite_path(url)
@@ -49,9 +52,11 @@ def open_store(db: str | None = None, *, synchronous: str | None = None,
         except ImportError as exc:
             raise StoreError(f"PostgreSQL needs psycopg: pip install 'fsm[postgres]' ({exc})") \
                 from None
-        return PostgresStore(url, pool_size=pool_size)
+        return PostgresStore(url, pool_size=pool_size, readonly=readonly)
+    if readonly:
+        return SQLiteStore(path, readonly=True)
     mode = synchronous or os.environ.get("FSM_SYNCHRONOUS") or "FULL"
-    return SQLiteStore(path, synchronous=mode)
+    return SQLiteStore(path, synchronous=mode, adopt=adopt)
 
 
 __all__ = ["Claimed", "Lease", "MemoryStore", "SQLiteStore", "Store", "StoreError", "URL_HELP",

@@ -77,6 +77,25 @@ def _doc(text: str) -> str:
     return text.replace("\\u0000", "\\ufffd")
 
 
+def _line(exc: Exception) -> str:
+    """libpq's message on one line (it puts a hint on a line of its own)."""
+    return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip()) or \
+        type(exc).__name__
+
+
+def _names_a_database(url: str, shown: str) -> None:
+    """Refuse a URL that names no database (``postgresql://``): libpq would pick one."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error as exc:
+        raise StoreError(f"database URL {shown} cannot be read: {_line(exc)}") from None
+    if not str(params.get("dbname") or "").strip():
+        raise StoreError(f"database URL {shown} names no database: use "
+                         "postgresql://user@host/dbname")
+
+
 def redact(url: str) -> str:
     """``url`` without its password, for messages."""
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
@@ -92,16 +111,22 @@ class PostgresStore(SQLReads, Store):
     MARK = "%s"
 
     def __init__(self, url: str, *, pool_size: int | None = None,
-                 application_name: str | None = None, connect_timeout: float = 10.0) -> None:
+                 application_name: str | None = None, connect_timeout: float = 10.0,
+                 readonly: bool = False) -> None:
         self.url = url
         self.location = url
         self.name = redact(url)
+        self.readonly = readonly
+        _names_a_database(url, self.name)
         size = pool_size or int(os.environ.get("FSM_PG_POOL") or 10)
         self.pool_size = size
         # Named after the process, so an operator (or a test) can find its sessions.
         self._kwargs: dict[str, Any] = {
             "autocommit": True, "application_name": application_name or f"fsm-{os.getpid()}"}
-        self._migrate(connect_timeout)
+        if readonly:
+            self._check_schema(connect_timeout)
+        else:
+            self._migrate(connect_timeout)
         self._pool = ConnectionPool(
             url, min_size=1, max_size=size, kwargs=self._kwargs, open=False, name="fsm",
             check=ConnectionPool.check_connection, timeout=connect_timeout,
@@ -110,7 +135,7 @@ class PostgresStore(SQLReads, Store):
             self._pool.open(wait=True, timeout=connect_timeout)
         except psycopg.Error as exc:
             self._pool.close()
-            raise StoreError(f"cannot open database {self.name}: {exc}") from None
+            raise StoreError(f"cannot open database {self.name}: {_line(exc)}") from None
 
     # -- plumbing -------------------------------------------------------------------
 
@@ -119,7 +144,29 @@ class PostgresStore(SQLReads, Store):
             return psycopg.connect(self.url, connect_timeout=max(1, int(timeout)),
                                    **self._kwargs)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot open database {self.name}: {exc}") from None
+            raise StoreError(f"cannot open database {self.name}: {_line(exc)}") from None
+
+    def _check_schema(self, timeout: float) -> None:
+        """For a reader: the database has fsm's schema, at this fsm's version; nothing in
+        it changes (a reader never creates or migrates the schema)."""
+        with self._connect(timeout) as conn:
+            try:
+                found = conn.execute("SELECT to_regclass('fsm_schema') IS NOT NULL").fetchone()
+                row = conn.execute("SELECT max(version) FROM fsm_schema").fetchone() \
+                    if found and found[0] else None
+            except psycopg.Error as exc:
+                raise StoreError(f"cannot read database {self.name}: {_line(exc)}") from None
+        current = (row[0] if row else None) or 0
+        if current == 0:
+            raise StoreError(f"database {self.name} is not an fsm database (it has no fsm "
+                             "tables); give the --db database your runs are in")
+        if current > len(MIGRATIONS):
+            raise StoreError(f"database {self.name} has schema version {current}, newer than "
+                             f"this fsm understands ({len(MIGRATIONS)}); upgrade fsm to read it")
+        if current < len(MIGRATIONS):
+            raise StoreError(f"database {self.name} has the older schema version {current} "
+                             f"(this fsm uses {len(MIGRATIONS)}); a command that writes, e.g. "
+                             "fsm sweep, upgrades it")
 
     def _migrate(self, timeout: float) -> None:
         with self._connect(timeout) as conn:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import threading
 import urllib.parse
@@ -79,12 +80,19 @@ _UPDATE_RUN = {(status, owner): _update_run(status, owner)
 
 
 class SQLiteStore(SQLReads, Store):
-    """A durable store in one SQLite file."""
+    """A durable store in one SQLite file.
+
+    ``readonly`` opens an existing fsm database and changes nothing in it. ``adopt=False``
+    refuses a file that already holds other tables but no fsm schema, before anything in
+    it changes (the command line opens files so); a file with another program's schema
+    version is always refused.
+    """
 
     MARK = "?"
 
     def __init__(self, path: str, *, synchronous: str = "FULL",
-                 busy_timeout_ms: int = 10_000, readonly: bool = False) -> None:
+                 busy_timeout_ms: int = 10_000, readonly: bool = False,
+                 adopt: bool = True) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = path
@@ -104,12 +112,17 @@ class SQLiteStore(SQLReads, Store):
             raise StoreError(f"cannot open database {path!r}: {exc}") from None
         try:
             self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            # Before anything changes the file: another program's database is left as it is.
+            _refuse_foreign(self._db, path, adopt)
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._migrate()
         except sqlite3.Error as exc:
             self._db.close()
-            raise StoreError(f"cannot open database {path!r}: {exc}") from None
+            raise StoreError(f"cannot open database {path!r}: {_what(exc, path)}") from None
+        except UnicodeDecodeError as exc:
+            self._db.close()
+            raise StoreError(f"cannot open database {path!r}: {_garbled(exc)}") from None
         except BaseException:
             self._db.close()
             raise
@@ -137,7 +150,11 @@ class SQLiteStore(SQLReads, Store):
                 cur.row_factory = sqlite3.Row  # type: ignore[assignment]
                 return cur.fetchall()
             except sqlite3.Error as exc:
+                if str(exc).startswith(_NOT_UTF8):
+                    raise self._not_utf8(sql, str(exc)) from None
                 raise StoreError(f"database {self.path!r}: {_what(exc)}") from None
+            except UnicodeDecodeError as exc:
+                raise StoreError(f"database {self.path!r}: {_garbled(exc)}") from None
             except OverflowError:
                 raise StoreError(f"database {self.path!r}: a number in the query is too large "
                                  f"(at most {2**63 - 1})") from None
@@ -150,6 +167,38 @@ class SQLiteStore(SQLReads, Store):
             f"cannot be read ({type(exc).__name__}: {first}); restore the database from a "
             "backup, or inspect it with fsm audit"
         )
+
+    def _not_utf8(self, sql: str, message: str) -> StoreError:
+        """A text value that is not UTF-8 (a damaged file): which table, column and runs,
+        without the value itself (it may be long, and it is not text)."""
+        table = re.search(r"\bFROM\s+(\w+)", sql)
+        column = re.match(re.escape(_NOT_UTF8) + r" column '(\w+)'", message)
+        if table is None or column is None:
+            return StoreError(f"database {self.path!r}: a text value is not valid UTF-8 (the "
+                              "file is damaged); restore the database from a backup")
+        runs = self._not_utf8_runs(table.group(1), column.group(1))
+        whose = f"run {runs[0]!r}" if len(runs) == 1 else \
+            f"runs {', '.join(map(repr, runs[:5]))}" + (" …" if len(runs) > 5 else "") \
+            if runs else "a run"
+        return StoreError(
+            f"database {self.path!r}: a row of {whose} in table {table.group(1)!r} is damaged "
+            f"and cannot be read (its {column.group(1)!r} is not valid UTF-8 text); restore "
+            "the database from a backup, or inspect it with fsm audit")
+
+    def _not_utf8_runs(self, table: str, column: str) -> list[str]:
+        try:
+            rows = self._db.execute(
+                f"SELECT CAST(run_id AS BLOB), CAST({column} AS BLOB) FROM {table}").fetchall()
+        except sqlite3.Error:
+            return []
+        bad = []
+        for run_id, value in rows:
+            try:
+                if value is not None:
+                    value.decode("utf-8")
+            except UnicodeDecodeError:
+                bad.append(run_id.decode("utf-8", "replace"))
+        return sorted(set(bad))
 
     def _migrate(self) -> None:
         current = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -316,6 +365,8 @@ class SQLiteStore(SQLReads, Store):
                 if not bodies:
                     self._exists(run_id)
             except sqlite3.Error as exc:
+                if str(exc).startswith(_NOT_UTF8):
+                    raise self._not_utf8("FROM messages", str(exc)) from None
                 raise StoreError(f"database {self.path!r}: {_what(exc)}") from None
             except OverflowError:
                 raise StoreError(f"database {self.path!r}: message index out of range") from None
@@ -576,10 +627,42 @@ def _account(row: sqlite3.Row) -> Account:
     return Account.model_validate(d)
 
 
-def _what(exc: sqlite3.Error) -> str:
+#: How Python's sqlite3 begins the error of a text value that is not UTF-8.
+_NOT_UTF8 = "Could not decode to UTF-8"
+
+
+def _refuse_foreign(db: sqlite3.Connection, path: str, adopt: bool) -> None:
+    """Refuse a database of another program: it has tables, but not fsm's schema. With
+    ``adopt``, fsm adds its schema to a file whose tables carry no schema version (an
+    application sharing its database with fsm on purpose)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    tables = sorted(r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+        "AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"))
+    if version == 0 and (adopt or not tables):
+        return  # a new (or empty, or shared) file: fsm creates its schema in it
+    if version == 0 or not {"runs", "events"} <= set(tables):
+        shown = ", ".join(tables[:5]) + (", …" if len(tables) > 5 else "")
+        raise StoreError(
+            f"{path!r} is not an fsm database (it has no fsm tables"
+            + (f", but tables of another program: {shown}" if tables else "")
+            + "); give the --db file your runs are in, or the name of a new file")
+
+
+def _garbled(exc: UnicodeDecodeError) -> str:
+    """SQLite reported an error whose text is not even UTF-8: the file is damaged."""
+    shown = exc.object[:80].decode("utf-8", "backslashreplace") \
+        if isinstance(exc.object, bytes) else ""
+    return (f"the database file is damaged (SQLite says: {shown}); restore it from a "
+            "backup")
+
+
+def _what(exc: sqlite3.Error, path: str | None = None) -> str:
     """SQLite's message, with what to do about the common ones."""
     text = str(exc)
     code = getattr(exc, "sqlite_errorname", "")
+    if path is not None and code == "SQLITE_CANTOPEN" and _read_only_place(path):
+        return f"{text} (the file or its folder is read-only: a read-only mount?)"
     if code == "SQLITE_FULL" or "database or disk is full" in text:
         return f"{text} (free some disk space, then resume the run)"
     if code.startswith("SQLITE_IOERR"):
@@ -587,6 +670,14 @@ def _what(exc: sqlite3.Error) -> str:
     if code.startswith("SQLITE_READONLY") or "readonly database" in text:
         return f"{text} (the file or its folder cannot be written)"
     return text
+
+
+def _read_only_place(path: str) -> bool:
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY) or not os.access(folder, os.W_OK)
+    except OSError:
+        return False
 
 
 def _uri(path: str, **params: str) -> str:
@@ -619,6 +710,10 @@ def _open_readonly(path: str, busy_timeout_ms: int) -> sqlite3.Connection:
         if db is not None:
             db.close()
         raise StoreError(f"cannot read database {path!r}: {_what(exc)}") from None
+    except UnicodeDecodeError as exc:
+        if db is not None:
+            db.close()
+        raise StoreError(f"cannot read database {path!r}: {_garbled(exc)}") from None
     problem = _not_ours(path, version, tables)
     if problem is not None:
         db.close()
@@ -675,6 +770,9 @@ class _Transaction:
                 except BaseException as failed:
                     exc = failed
             store._rollback()
+            if isinstance(exc, UnicodeDecodeError):
+                raise StoreError(f"database {store.path!r}: {_garbled(exc)}; nothing of this "
+                                 "write was saved") from None
             if isinstance(exc, sqlite3.Error):
                 raise StoreError(f"database {store.path!r}: {_what(exc)}; nothing of this "
                                  "write was saved") from None
