@@ -8,7 +8,6 @@ changed and never decided, from the inbox or the command line.
 from __future__ import annotations
 
 import html
-import os
 import re
 import socket
 import sqlite3
@@ -28,9 +27,10 @@ from web_server import (
     Inbox,
     alert,
     decision_form,
-    free_port,
+    launch,
     login,
     make_inbox,
+    stopped,
     wire_policy,
 )
 
@@ -49,22 +49,6 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inbox]:
     b.serve()
     yield b
     b.stop()
-
-
-def decisions(box: Inbox, run_id: str) -> list[tuple[object, ...]]:
-    return box.query("SELECT decision, reviewer FROM approvals WHERE run_id = ? "
-                     "AND decision IS NOT NULL", run_id)
-
-
-def refusals(box: Inbox, run_id: str) -> list[tuple[object, ...]]:
-    return box.query("SELECT account, action, code, remote FROM web_refusals WHERE run_id = ? "
-                     "ORDER BY refusal_id", run_id)
-
-
-def untouched(box: Inbox, run_id: str, version: int) -> None:
-    run = box.run(run_id)
-    assert (run.status, run.version) == ("awaiting_approval", version)
-    assert decisions(box, run_id) == [] and box.payments(run_id) == []
 
 
 def sign_out_token(page: httpx.Response) -> str:
@@ -115,8 +99,8 @@ def test_a_changed_approval_row_is_shown_as_such_and_decided_by_nobody(box: Inbo
     assert forged.status_code == 409
     assert "do not match the request the run waits on" in alert(forged)
     assert "nothing was decided" in alert(forged)
-    untouched(box, "t-rowed", run.version)
-    assert refusals(box, "t-rowed") == [("kiran", "approve", "mismatch", "127.0.0.1")]
+    box.untouched("t-rowed", run.version)
+    assert box.refusals("t-rowed") == [("kiran", "approve", "mismatch", "127.0.0.1")]
     cli = subprocess.run([sys.executable, "-m", "fsm", "approve", "t-rowed", "--reviewer",
                           "sam", "--note", "ok", "--db", str(box.db)],
                          capture_output=True, text=True, timeout=60)
@@ -124,7 +108,7 @@ def test_a_changed_approval_row_is_shown_as_such_and_decided_by_nobody(box: Inbo
     (line,) = cli.stderr.strip().splitlines()
     assert "do not match the request the run waits on" in line
     assert "nothing was decided" in line
-    untouched(box, "t-rowed", run.version)
+    box.untouched("t-rowed", run.version)
 
 
 def test_a_decided_approval_page_checks_the_hash_as_it_was_requested(box: Inbox) -> None:
@@ -185,8 +169,8 @@ def test_a_forwarded_for_header_names_no_address(box: Inbox) -> None:
                          headers={"X-Forwarded-For": "198.51.100.9",
                                   "Forwarded": "for=198.51.100.9"})
     assert refused.status_code == 401
-    untouched(box, "t-xff", run.version)
-    assert refusals(box, "t-xff") == [(None, "approve", "session", "127.0.0.1")]
+    box.untouched("t-xff", run.version)
+    assert box.refusals("t-xff") == [(None, "approve", "session", "127.0.0.1")]
 
 
 def test_signing_out_ends_every_session_of_the_account(box: Inbox) -> None:
@@ -203,7 +187,7 @@ def test_signing_out_ends_every_session_of_the_account(box: Inbox) -> None:
     assert late.status_code == 401 and "not signed in" in alert(late)
     cookie = out.headers["set-cookie"].lower()      # deleted as it was set
     assert "max-age=0" in cookie and "samesite=strict" in cookie and "httponly" in cookie
-    untouched(box, "t-out", run.version)
+    box.untouched("t-out", run.version)
     with box.client("sam") as again:            # signing in again works
         assert again.get("/inbox").status_code == 200
 
@@ -237,30 +221,11 @@ def _serve_pg(pg_url: str) -> Iterator[Served]:
             "Order A-1002: the headphones stopped working", user="ravi", run_id="t-pg",
             meta={"workflow_ref": "refund", "policy": "default"})
     assert run.pending is not None and run.pending.approval_id is not None
-    port = free_port()
-    env = {**os.environ, "FSM_WEB_SECRET": "test-secret"}
-    env.pop("FSM_CLOCK_OFFSET", None)
-    proc = subprocess.Popen([sys.executable, "-m", "fsm", "serve", "--db", pg_url, "--port",
-                             str(port)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
+    process, url = launch(pg_url)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, "fsm serve did not answer within 30 s"
-                time.sleep(0.1)
         yield Served(url, pg_url, "t-pg", run.pending.approval_id)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        err = proc.stderr.read().decode() if proc.stderr else ""
-        if proc.stderr is not None:
-            proc.stderr.close()
+        err = stopped(process)
         assert "Traceback" not in err, err
         assert "database postgresql://" in err and "object at 0x" not in err
 
@@ -338,7 +303,7 @@ def test_a_client_that_leaves_mid_body_leaves_no_traceback(box: Inbox) -> None:
     with box.client() as c:     # the server has seen every disconnect once it answers
         time.sleep(0.3)
         assert c.get("/healthz").status_code == 200
-    untouched(box, "t-gone", run.version)
+    box.untouched("t-gone", run.version)
     no_traceback(box)
 
 
@@ -355,8 +320,8 @@ def test_refused_attempts_keep_short_rows_for_real_approvals_only(box: Inbox) ->
     assert unknown.status_code == 401 and len(unknown.text) < 10_000
     assert signed_out.status_code == 401
     assert box.query("SELECT count(*) FROM web_refusals")[0][0] == before + 1
-    assert refusals(box, "t-flood") == [(None, "approve", "session", "127.0.0.1")]
-    untouched(box, "t-flood", run.version)
+    assert box.refusals("t-flood") == [(None, "approve", "session", "127.0.0.1")]
+    box.untouched("t-flood", run.version)
 
 
 # -- what pages show -------------------------------------------------------------------------
@@ -426,7 +391,7 @@ def test_a_decision_while_another_is_being_recorded_says_nothing_was_decided(
     assert busy.status_code == 409
     assert alert(busy) == ("another decision of this run is being recorded right now; "
                            "nothing was decided by you; reload the page")
-    untouched(box, "t-busy", run.version)
+    box.untouched("t-busy", run.version)
 
 
 @pytest.mark.parametrize(("amount", "expected"), [
@@ -447,7 +412,7 @@ def test_an_amount_out_of_range_is_a_400_before_any_limit(box: Inbox, amount: st
     message = alert(refused)
     assert refused.status_code == 400 and expected in message, message
     assert "release limit" not in message and "{" not in message and len(message) < 300
-    untouched(box, run_id, run.version)
+    box.untouched(run_id, run.version)
 
 
 def test_long_notes_and_ids_are_refused_or_cut_short(box: Inbox) -> None:
@@ -463,7 +428,7 @@ def test_long_notes_and_ids_are_refused_or_cut_short(box: Inbox) -> None:
     assert 'maxlength="4000"' in page.text
     assert missing.status_code == 404 and len(missing.text) < 10_000
     assert no_run.status_code == 404 and len(no_run.text) < 10_000
-    untouched(box, "t-long", run.version)
+    box.untouched("t-long", run.version)
 
 
 def test_no_decision_form_when_the_workflow_cannot_be_loaded(box: Inbox) -> None:
@@ -479,4 +444,4 @@ def test_no_decision_form_when_the_workflow_cannot_be_loaded(box: Inbox) -> None
     with box.client("priya") as c:
         page = html.unescape(c.get(f"/approvals/{aid}").text)
     assert 'name="args_hash"' not in page and "cannot be loaded by this server" in page
-    assert box.run("t-lost").status == "awaiting_approval" and decisions(box, "t-lost") == []
+    assert box.run("t-lost").status == "awaiting_approval" and box.decisions("t-lost") == []

@@ -28,22 +28,6 @@ def box(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Inbox]:
     b.stop()
 
 
-def decisions(box: Inbox, run_id: str) -> list[tuple[object, ...]]:
-    return box.query("SELECT decision, reviewer, note FROM approvals WHERE run_id = ? "
-                     "AND decision IS NOT NULL", run_id)
-
-
-def refusals(box: Inbox, run_id: str) -> list[tuple[object, ...]]:
-    return box.query("SELECT account, action, code, remote FROM web_refusals WHERE run_id = ? "
-                     "ORDER BY refusal_id", run_id)
-
-
-def untouched(box: Inbox, run_id: str, version: int) -> None:
-    run = box.run(run_id)
-    assert (run.status, run.version) == ("awaiting_approval", version)
-    assert decisions(box, run_id) == [] and box.payments(run_id) == []
-
-
 def test_an_approver_approves_and_the_refund_is_paid_once(box: Inbox) -> None:
     run = box.start_run("B-2001", "h-ok")
     aid = box.approval_id("h-ok")
@@ -60,7 +44,7 @@ def test_an_approver_approves_and_the_refund_is_paid_once(box: Inbox) -> None:
         assert done.status_code == 303 and done.headers["location"] == f"/approvals/{aid}?decided=1"
     assert box.run("h-ok").status == "done"
     assert box.payments("h-ok") == [("B-2001", 1_200_000)]
-    assert decisions(box, "h-ok") == [("approved", "priya", "receipt checked")]
+    assert box.decisions("h-ok") == [("approved", "priya", "receipt checked")]
     log = box.query("SELECT reviewer FROM events WHERE run_id = 'h-ok' AND kind = 'decision'")
     assert log == [("priya",)]
 
@@ -77,8 +61,8 @@ def test_a_post_without_the_right_csrf_token_is_403_and_decides_nothing(
             del form["csrf"]
         refused = c.post(f"/approvals/{aid}/decide", data=form)
     assert refused.status_code == 403 and "security token" in alert(refused)
-    untouched(box, run_id, run.version)
-    assert refusals(box, run_id) == [("priya", "approve", "csrf", "127.0.0.1")]
+    box.untouched(run_id, run.version)
+    assert box.refusals(run_id) == [("priya", "approve", "csrf", "127.0.0.1")]
 
 
 def test_a_post_without_a_session_is_refused(box: Inbox) -> None:
@@ -92,8 +76,8 @@ def test_a_post_without_a_session_is_refused(box: Inbox) -> None:
         page = anonymous.get(f"/approvals/{aid}")
     assert refused.status_code == 401 and "not signed in" in alert(refused)
     assert page.status_code == 303 and page.headers["location"].startswith("/login?next=")
-    untouched(box, "h-nosession", run.version)
-    assert refusals(box, "h-nosession") == [(None, "approve", "session", "127.0.0.1")]
+    box.untouched("h-nosession", run.version)
+    assert box.refusals("h-nosession") == [(None, "approve", "session", "127.0.0.1")]
 
 
 def test_an_auditor_sees_no_form_and_a_forged_post_is_refused(box: Inbox) -> None:
@@ -109,8 +93,8 @@ def test_an_auditor_sees_no_form_and_a_forged_post_is_refused(box: Inbox) -> Non
         refused = c.post(f"/approvals/{aid}/decide",
                          data={**form, "csrf": token, "action": "approve", "note": "ok"})
     assert refused.status_code == 403 and "auditors read" in alert(refused)
-    untouched(box, "h-auditor", run.version)
-    assert refusals(box, "h-auditor") == [("audrey", "approve", "role", "127.0.0.1")]
+    box.untouched("h-auditor", run.version)
+    assert box.refusals("h-auditor") == [("audrey", "approve", "role", "127.0.0.1")]
 
 
 def test_nobody_approves_a_run_they_requested(box: Inbox) -> None:
@@ -120,8 +104,8 @@ def test_nobody_approves_a_run_they_requested(box: Inbox) -> None:
         refused = c.post(f"/approvals/{aid}/decide",
                          data={**decision_form(c, aid), "action": "approve", "note": "mine"})
     assert refused.status_code == 403 and "started this run and cannot decide" in alert(refused)
-    untouched(box, "h-self", run.version)
-    assert refusals(box, "h-self") == [("ravi", "approve", "self", "127.0.0.1")]
+    box.untouched("h-self", run.version)
+    assert box.refusals("h-self") == [("ravi", "approve", "self", "127.0.0.1")]
 
 
 def test_an_approver_cannot_release_more_than_their_limit(box: Inbox) -> None:
@@ -134,8 +118,8 @@ def test_an_approver_cannot_release_more_than_their_limit(box: Inbox) -> None:
                          data={**decision_form(c, aid), "action": "approve", "note": "ok"})
     assert refused.status_code == 403
     assert alert(refused).startswith("₹9,000 is above your release limit of ₹1,000")
-    untouched(box, "h-limit", run.version)
-    assert refusals(box, "h-limit") == [("kiran", "approve", "limit", "127.0.0.1")]
+    box.untouched("h-limit", run.version)
+    assert box.refusals("h-limit") == [("kiran", "approve", "limit", "127.0.0.1")]
 
 
 def test_a_double_submit_from_two_tabs_decides_once(box: Inbox) -> None:
@@ -149,9 +133,9 @@ def test_a_double_submit_from_two_tabs_decides_once(box: Inbox) -> None:
                         data={**tab2, "action": "approve", "note": "tab two"})
     assert first.status_code == 303
     assert second.status_code == 409 and "already approved by priya" in alert(second)
-    assert decisions(box, "h-double") == [("approved", "priya", "tab one")]
+    assert box.decisions("h-double") == [("approved", "priya", "tab one")]
     assert box.payments("h-double") == [("B-2002", 900_000)]
-    assert refusals(box, "h-double") == [("priya", "approve", "decided", "127.0.0.1")]
+    assert box.refusals("h-double") == [("priya", "approve", "decided", "127.0.0.1")]
 
 
 def test_two_reviewers_at_once_exactly_one_wins(box: Inbox) -> None:
@@ -179,9 +163,9 @@ def test_two_reviewers_at_once_exactly_one_wins(box: Inbox) -> None:
     assert codes == [303, 409], {k: (v.status_code, alert(v)) for k, v in results.items()}
     (winner,) = [k for k, v in results.items() if v.status_code == 303]
     verdict = "approved" if winner == "sam" else "denied"
-    assert decisions(box, "h-race") == [(verdict, winner, winner)]
+    assert box.decisions("h-race") == [(verdict, winner, winner)]
     assert box.payments("h-race") == ([("B-2003", 2_500_000)] if winner == "sam" else [])
-    (loser,) = refusals(box, "h-race")
+    (loser,) = box.refusals("h-race")
     assert loser[0] != winner and loser[2] in ("decided", "busy")
 
 
@@ -195,9 +179,9 @@ def test_an_expired_approval_is_refused_and_the_expiry_applied(box: Inbox) -> No
     assert refused.status_code == 409 and "expired at" in alert(refused)
     run = box.run("h-expired")
     assert (run.status, run.state) == ("handed_over", "handed_over")
-    assert decisions(box, "h-expired") == [("expired", None, None)]
+    assert box.decisions("h-expired") == [("expired", None, None)]
     assert box.payments("h-expired") == []
-    assert refusals(box, "h-expired") == [("priya", "approve", "expired", "127.0.0.1")]
+    assert box.refusals("h-expired") == [("priya", "approve", "expired", "127.0.0.1")]
 
 
 def test_a_page_from_before_the_run_moved_on_is_refused(box: Inbox) -> None:
@@ -217,8 +201,8 @@ def test_a_page_from_before_the_run_moved_on_is_refused(box: Inbox) -> None:
         late = c.post(f"/approvals/{aid}/decide",
                       data={**old, "action": "approve", "note": "from an old page"})
     assert late.status_code == 409 and "already denied by operator" in alert(late)
-    assert decisions(box, "h-stale") == [("denied", "operator", "duplicate claim")]
-    assert [r[2] for r in refusals(box, "h-stale")] == ["stale", "decided"]
+    assert box.decisions("h-stale") == [("denied", "operator", "duplicate claim")]
+    assert [r[2] for r in box.refusals("h-stale")] == ["stale", "decided"]
 
 
 def test_a_decision_needs_a_note(box: Inbox) -> None:
@@ -228,7 +212,7 @@ def test_a_decision_needs_a_note(box: Inbox) -> None:
         refused = c.post(f"/approvals/{aid}/decide",
                          data={**decision_form(c, aid), "action": "deny", "note": "  "})
     assert refused.status_code == 400 and "needs a note" in alert(refused)
-    untouched(box, "h-note", run.version)
+    box.untouched("h-note", run.version)
 
 
 def test_the_auditor_reads_refusals_and_the_audit_verdict_on_the_run_page(box: Inbox) -> None:

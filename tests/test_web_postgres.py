@@ -7,15 +7,11 @@ once; the pause wrote its notification row in the same transaction.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import httpx
 import pytest
-from web_server import decision_form, free_port, login
+from web_server import decision_form, launch, login, stopped
 
 from fsm import Engine, open_store
 from fsm.web.accounts import add_account
@@ -26,31 +22,13 @@ from workflows.refund.shop import PostgresShop
 @pytest.fixture
 def served(pg_url: str) -> Iterator[str]:
     """``fsm serve`` on a fresh Postgres schema; yields the inbox's base URL."""
-    port = free_port()
-    env = {**os.environ, "FSM_DB": pg_url, "FSM_WEB_SECRET": "test-secret"}
-    env.pop("FSM_CLOCK_OFFSET", None)
     with open_store(pg_url) as store:
         add_account(store, "priya", "approver", "priya-password", 1_500_000)
-    proc = subprocess.Popen([sys.executable, "-m", "fsm", "serve", "--db", pg_url, "--port",
-                             str(port)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
+    process, url = launch(pg_url)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, "fsm serve did not answer within 30 s"
-                time.sleep(0.1)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        stopped(process)
 
 
 def test_an_approval_on_postgres_pays_once(pg_url: str, served: str) -> None:

@@ -63,6 +63,53 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def launch(db: str, *args: str, env: dict[str, str] | None = None,
+           log: Path | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """``fsm serve --db DB`` on a free loopback port, once it answers: the process and its
+    base URL. Its standard error goes to ``log`` when given, else to a pipe."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    full = {**os.environ, "FSM_DB": db, "FSM_WEB_SECRET": "test-secret", **(env or {})}
+    full.pop("FSM_CLOCK_OFFSET", None)
+    err = subprocess.PIPE if log is None else log.open("ab")
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "fsm", "serve", "--db", db, "--port", str(port), *args],
+            env=full, stdout=subprocess.DEVNULL, stderr=err)
+    finally:
+        if log is not None:
+            err.close()  # type: ignore[union-attr]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            said = process.stderr.read().decode() if process.stderr else \
+                log.read_text() if log else ""
+            raise AssertionError(f"fsm serve exited: {said}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    stopped(process)
+    raise AssertionError("fsm serve did not answer within 30 s")
+
+
+def stopped(process: subprocess.Popen[bytes]) -> str:
+    """Stop a served inbox; what it wrote to its standard error pipe (if it had one)."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    said = ""
+    if process.stderr is not None:
+        said = process.stderr.read().decode()
+        process.stderr.close()
+    return said
+
+
 @dataclass
 class Inbox:
     """One database and the ``fsm serve`` process serving it."""
@@ -110,6 +157,22 @@ class Inbox:
         return self.query("SELECT order_id, amount_paise FROM shop_payments "
                           "WHERE idempotency_key LIKE ? || ':%'", run_id)
 
+    def decisions(self, run_id: str) -> list[tuple[Any, ...]]:
+        """(decision, reviewer, note) of every decided approval of the run."""
+        return self.query("SELECT decision, reviewer, note FROM approvals WHERE run_id = ? "
+                          "AND decision IS NOT NULL", run_id)
+
+    def refusals(self, run_id: str) -> list[tuple[Any, ...]]:
+        """(account, action, code, remote) of every refused attempt on the run."""
+        return self.query("SELECT account, action, code, remote FROM web_refusals "
+                          "WHERE run_id = ? ORDER BY refusal_id", run_id)
+
+    def untouched(self, run_id: str, version: int) -> None:
+        """The run still waits at ``version``: nothing decided, nothing paid."""
+        run = self.run(run_id)
+        assert (run.status, run.version) == ("awaiting_approval", version)
+        assert self.decisions(run_id) == [] and self.payments(run_id) == []
+
     def approval_id(self, run_id: str) -> str:
         pending = self.run(run_id).pending
         assert pending is not None and pending.approval_id is not None
@@ -117,42 +180,12 @@ class Inbox:
 
     def serve(self, *args: str, **env: str) -> None:
         """Start ``fsm serve`` (extra command-line ``args``, extra environment ``env``)."""
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        full = {**os.environ, "FSM_DB": str(self.db), "FSM_WEB_SECRET": "test-secret",
-                **self.env, **env}
-        full.pop("FSM_CLOCK_OFFSET", None)
-        err = subprocess.PIPE if self.log is None else self.log.open("ab")
-        try:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "fsm", "serve", "--db", str(self.db), "--port",
-                 str(port), *args], env=full, stdout=subprocess.DEVNULL, stderr=err)
-        finally:
-            if self.log is not None:
-                err.close()  # type: ignore[union-attr]
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                err = self.process.stderr.read().decode() if self.process.stderr else \
-                    self.log.read_text() if self.log else ""
-                raise AssertionError(f"fsm serve exited: {err}")
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise AssertionError("fsm serve did not answer within 20 s")
+        self.process, self.url = launch(str(self.db), *args, env={**self.env, **env},
+                                        log=self.log)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process is not None and self.process.stderr is not None:
-            self.process.stderr.close()
+        if self.process is not None:
+            stopped(self.process)
 
     def client(self, name: str | None = None) -> Client:
         """An HTTP client, signed in as ``name`` when given."""
