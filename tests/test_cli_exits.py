@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_inproc import Cli, Result
 
 from fsm.cli import exits
 from fsm.store import SQLiteStore
@@ -65,36 +66,38 @@ def error_line(proc: subprocess.CompletedProcess, code: int, *fragments: str) ->
     pytest.param("Order A-1001: kettle broken", "asha", ["--policy", "cli_policies:offline"],
                  "model_unavailable", 6, id="model-unavailable"),
 ])
-def test_run_exits_with_the_code_of_its_status(tmp_path: Path, env: dict[str, str], goal: str,
+def test_run_exits_with_the_code_of_its_status(tmp_path: Path, cli: Cli, goal: str,
                                                user: str, options: list[str], status: str,
                                                code: int) -> None:
-    db = tmp_path / "x.db"
-    proc = fsm(db, "run", "refund", goal, "--user", user, "--run-id", "r", *options, "--json",
-               env=env)
-    assert json.loads(proc.stdout)["status"] == status
-    assert proc.returncode == code == exits.for_status(status), proc.stderr
+    (tmp_path / "cli_policies.py").write_text(POLICIES)
+    done = cli("run", "refund", goal, "--user", user, "--run-id", "r", *options, "--json",
+               "--db", "x.db")
+    assert json.loads(done.out)["status"] == status
+    assert done.code == code == exits.for_status(status), done.err
 
 
-def test_resume_approve_and_deny_exit_with_the_status_code(tmp_path: Path,
-                                                           env: dict[str, str]) -> None:
-    db = tmp_path / "x.db"
-    assert fsm(db, "run", "refund", "Order A-1004: lamp", "--user", "kiran", "--run-id", "h",
-               env=env).returncode == exits.HANDED_OVER
-    again = fsm(db, "resume", "h", env=env)
-    assert again.returncode == exits.HANDED_OVER
-    assert again.stderr == "run 'h' has already finished (handed_over); nothing to resume\n"
-    offline = fsm(db, "run", "refund", "Order A-1001: kettle", "--user", "asha", "--run-id", "m",
-                  "--policy", "cli_policies:offline", env=env)
-    assert offline.returncode == exits.MODEL_UNAVAILABLE
+def test_resume_approve_and_deny_exit_with_the_status_code(tmp_path: Path, cli: Cli) -> None:
+    (tmp_path / "cli_policies.py").write_text(POLICIES)
+
+    def fsm_here(*args: str) -> Result:
+        return cli(*args, "--db", "x.db")
+
+    assert fsm_here("run", "refund", "Order A-1004: lamp", "--user", "kiran", "--run-id",
+                    "h").code == exits.HANDED_OVER
+    again = fsm_here("resume", "h")
+    assert again.code == exits.HANDED_OVER
+    assert again.err == "run 'h' has already finished (handed_over); nothing to resume\n"
+    offline = fsm_here("run", "refund", "Order A-1001: kettle", "--user", "asha", "--run-id",
+                       "m", "--policy", "cli_policies:offline")
+    assert offline.code == exits.MODEL_UNAVAILABLE
     # Still offline on resume: the same code; with a working policy it finishes.
-    assert fsm(db, "resume", "m", env=env).returncode == exits.MODEL_UNAVAILABLE
-    assert fsm(db, "resume", "m", "--policy", "workflows.refund:clerk",
-               env=env).returncode == exits.OK
-    fsm(db, "run", "refund", "Order A-1002: dead", "--user", "ravi", "--run-id", "a", env=env)
-    assert fsm(db, "approve", "a", "--reviewer", "priya", env=env).returncode == exits.OK
-    fsm(db, "run", "refund", "Order A-1002: dead", "--user", "ravi", "--run-id", "d", env=env)
-    denied = fsm(db, "deny", "d", "--reviewer", "priya", "--note", "used", env=env)
-    assert denied.returncode == exits.OK and "status   done" in denied.stdout
+    assert fsm_here("resume", "m").code == exits.MODEL_UNAVAILABLE
+    assert fsm_here("resume", "m", "--policy", "workflows.refund:clerk").code == exits.OK
+    fsm_here("run", "refund", "Order A-1002: dead", "--user", "ravi", "--run-id", "a")
+    assert fsm_here("approve", "a", "--reviewer", "priya").code == exits.OK
+    fsm_here("run", "refund", "Order A-1002: dead", "--user", "ravi", "--run-id", "d")
+    denied = fsm_here("deny", "d", "--reviewer", "priya", "--note", "used")
+    assert denied.code == exits.OK and "status   done" in denied.out
 
 
 def test_the_exit_codes_are_in_the_help_and_the_readme(env: dict[str, str],

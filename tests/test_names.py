@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_inproc import Cli, Result
 
 from fsm.names import name_problem, same_person, skeleton
 from workflows.refund.shop import Shop
@@ -45,25 +43,23 @@ def test_reviewer_names_in_one_script(name: str, problem: str | None) -> None:
     assert found is None if problem is None else (found is not None and problem in found)
 
 
-def fsm(db: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FSM_", "OPENAI_"))}
-    return subprocess.run([sys.executable, "-m", "fsm", *args, "--db", str(db)],
-                          capture_output=True, text=True, env=env, timeout=60)
-
-
-def test_a_look_alike_name_cannot_approve_its_own_refund(tmp_path: Path) -> None:
+def test_a_look_alike_name_cannot_approve_its_own_refund(tmp_path: Path, cli: Cli) -> None:
     db = tmp_path / "x.db"
-    fsm(db, "run", "refund", "Order A-1002: headphones dead", "--user", "ravi", "--run-id", "big")
-    mixed = fsm(db, "approve", "big", "--reviewer", "r\u0430vi")
-    assert mixed.returncode == 2  # a bad argument: nothing was done
-    assert mixed.stderr == ("error: run 'big': reviewer name 'r\u0430vi' mixes letters of 2 "
-                            "scripts (CYRILLIC, LATIN); write it in one script\n")
+
+    def fsm(*args: str) -> Result:
+        return cli(*args, "--db", str(db))
+
+    fsm("run", "refund", "Order A-1002: headphones dead", "--user", "ravi", "--run-id", "big")
+    mixed = fsm("approve", "big", "--reviewer", "r\u0430vi")
+    assert mixed.code == 2  # a bad argument: nothing was done
+    assert mixed.err == ("error: run 'big': reviewer name 'r\u0430vi' mixes letters of 2 "
+                         "scripts (CYRILLIC, LATIN); write it in one script\n")
     for alias in ("rav\u0131", "ＲＡＶＩ"):
-        refused = fsm(db, "approve", "big", "--reviewer", alias)
-        assert refused.returncode == 2 and "cannot decide on it" in refused.stderr, alias
+        refused = fsm("approve", "big", "--reviewer", alias)
+        assert refused.code == 2 and "cannot decide on it" in refused.err, alias
     with Shop(str(db)) as shop:
         assert shop.ledger() == []
-    approved = fsm(db, "approve", "big", "--reviewer", "priya", "--json")
-    assert approved.returncode == 0 and json.loads(approved.stdout)["status"] == "done"
+    approved = fsm("approve", "big", "--reviewer", "priya", "--json")
+    assert approved.code == 0 and json.loads(approved.out)["status"] == "done"
     with Shop(str(db)) as shop:
         assert [r["amount_paise"] for r in shop.ledger()] == [180_000]
