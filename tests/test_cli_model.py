@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_inproc import Cli
 from fake_openai import FakeOpenAI, call
 from refund_scripts import large_refund, small_refund
 
@@ -34,8 +35,8 @@ def ledger(db: Path) -> list[int]:
         shop._db.close()
 
 
-def test_run_with_a_model_and_show_the_exact_requests(tmp_path: Path,
-                                                      server: FakeOpenAI) -> None:
+def test_run_with_a_model_and_show_the_exact_requests(tmp_path: Path, server: FakeOpenAI,
+                                                      cli: Cli) -> None:
     db = tmp_path / "m.db"
     server.script(*[call(name, args, usage=(1000, 50)) for name, args in HAPPY])
     proc = fsm(db, "run", "refund", "Order A-1001: the kettle arrived broken", "--user", "asha",
@@ -48,22 +49,23 @@ def test_run_with_a_model_and_show_the_exact_requests(tmp_path: Path,
     assert ledger(db) == [35_000]
     sent = [r.raw for r in server.chat]
     assert len(sent) == len(HAPPY)
-    for step, raw in enumerate(sent, start=1):
-        shown = fsm(db, "show", "m1", "--step", str(step), "--request")
-        assert shown.returncode == 0, shown.stderr
-        assert shown.stdout.rstrip("\n").encode() == raw, f"step {step} differs"
-    history = json.loads(fsm(db, "history", "m1", "--json").stdout)
+    for step, raw in enumerate(sent, start=1):  # what the process sent, rebuilt here
+        shown = cli("show", "m1", "--step", str(step), "--request", "--db", str(db))
+        assert shown.code == 0, shown.err
+        assert shown.out.rstrip("\n").encode() == raw, f"step {step} differs"
+    history = json.loads(cli("history", "m1", "--json", "--db", str(db)).out)
     policy = [e for e in history if e["kind"] == "policy"]
     assert all(e["tokens"] == 1050 and e["cost_micros"] > 0 for e in policy)
 
 
-def test_show_request_needs_a_model_for_a_rule_based_run(tmp_path: Path) -> None:
-    db = tmp_path / "c.db"
-    assert fsm(db, "run", "refund", "Order A-1001: broken", "--user", "asha",
-               "--run-id", "c1").returncode == 0
-    proc = fsm(db, "show", "c1", "--request")
-    assert proc.returncode == 1 and "give --model NAME" in proc.stderr
-    body = json.loads(fsm(db, "show", "c1", "--step", "6", "--request", "--model", "m").stdout)
+def test_show_request_needs_a_model_for_a_rule_based_run(tmp_path: Path, cli: Cli) -> None:
+    db = str(tmp_path / "c.db")
+    assert cli("run", "refund", "Order A-1001: broken", "--user", "asha",
+               "--run-id", "c1", "--db", db).code == 0
+    shown = cli("show", "c1", "--request", "--db", db)
+    assert shown.code == 1 and "give --model NAME" in shown.err
+    body = json.loads(cli("show", "c1", "--step", "6", "--request", "--model", "m",
+                          "--db", db).out)
     assert body["model"] == "m"
     assert [t["function"]["name"] for t in body["tools"]] == ["refund_item"]
 
