@@ -396,6 +396,9 @@ class _WorkerStore(Store):
     def snapshot_text(self, run_id: str) -> str:
         return self.inner.snapshot_text(run_id)
 
+    def run_columns(self, run_id: str) -> tuple[str, str]:
+        return self.inner.run_columns(run_id)
+
     def approval(self, approval_id: str) -> Approval | None:
         return self.inner.approval(approval_id)
 

@@ -175,6 +175,21 @@ def test_the_snapshot_is_kept_as_the_commit_wrote_it(store: Store) -> None:
         store.snapshot_text("nope")
 
 
+def test_the_run_rows_columns_follow_its_snapshot(store: Store) -> None:
+    """What the queue and the listings filter on (the row's status and workflow) says what
+    the snapshot says after every commit."""
+    run = created(store)
+    assert store.run_columns("r1") == (run.status, run.workflow)
+    for i, status in enumerate(("running", "awaiting_approval", "awaiting_approval", "done"),
+                               start=1):
+        c = step_commit(run, i)
+        c.run.status = status  # type: ignore[assignment]
+        run = store.commit(c)
+        assert store.run_columns("r1") == (status, run.workflow)
+    with pytest.raises(RunNotFound):
+        store.run_columns("nope")
+
+
 # -- atomicity and optimistic concurrency ---------------------------------------------------
 
 def test_stale_commit_raises_concurrent_update_naming_run_and_versions(store: Store) -> None:

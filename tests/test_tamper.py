@@ -294,3 +294,19 @@ def test_a_rehashed_log_with_malformed_row_hashes_is_reported_not_a_crash(
     report = audit(SQLiteStore(db), RUN)
     assert f"event seq {seq}: its record of the rows its commit wrote is malformed" \
         in report.problems, report.problems
+
+
+@pytest.mark.parametrize("column, value", [("status", "running"), ("workflow", "other")])
+def test_a_run_rows_status_or_workflow_column_changed_alone_is_reported(
+        db: str, column: str, value: str) -> None:
+    """The queue and ``fsm runs --status`` read the run row's columns, not its hashed
+    snapshot: a column changed on its own is a problem the audit names."""
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute(f"UPDATE runs SET {column} = ? WHERE run_id = ?", (value, RUN))
+    con.close()
+    report = audit(SQLiteStore(db), RUN)
+    said = {"status": "status 'running' and workflow 'refund'",
+            "workflow": "status 'done' and workflow 'other'"}[column]
+    assert report.problems == [
+        f"the run row's columns say {said}, its snapshot 'done' and 'refund' (changed "
+        "outside a step; the queue and the listings read the columns)"]

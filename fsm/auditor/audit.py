@@ -51,6 +51,12 @@ def audit(store: Store, run_id: str) -> AuditReport:
         )
     elif events and events[-1].hash != head:
         report.problems.append(f"event seq {events[-1].seq}: not the head the run row records")
+    status, workflow = store.run_columns(run_id)
+    if (status, workflow) != (run.status, run.workflow):
+        report.problems.append(
+            f"the run row's columns say status {status!r} and workflow {workflow!r}, its "
+            f"snapshot {run.status!r} and {run.workflow!r} (changed outside a step; the "
+            "queue and the listings read the columns)")
     report.problems.extend(_consistency(run.state, run.status, run.used.steps,
                                         run.used.cost_micros, events))
     approvals = store.approvals(run_id, pending_only=False)

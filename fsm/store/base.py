@@ -195,6 +195,12 @@ class Store(ABC):
         """The workflows that have runs, sorted."""
         return sorted({r.workflow for r in self.list_runs()})
 
+    def run_columns(self, run_id: str) -> tuple[str, str]:
+        """(status, workflow) as the run row's own columns hold them, beside its snapshot:
+        what the queue and the listings filter on (the audit compares the two)."""
+        run = self.load_run(run_id)
+        return run.status, run.workflow
+
     def snapshot_text(self, run_id: str) -> str:
         """The run row's snapshot exactly as stored: the text whose hash the last event of
         the run's last commit records (the audit compares the two)."""

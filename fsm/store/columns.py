@@ -136,6 +136,13 @@ class SQLReads:
             raise RunNotFound(run_id)
         return str(rows[0][0])
 
+    def run_columns(self, run_id: str) -> tuple[str, str]:
+        rows = self._read(f"SELECT status, workflow FROM runs WHERE run_id = {self.MARK}",
+                          (run_id,))
+        if not rows:
+            raise RunNotFound(run_id)
+        return str(rows[0][0]), str(rows[0][1])
+
     def log_head(self, run_id: str) -> tuple[int, str]:
         rows = self._read(f"SELECT log_count, log_head FROM runs WHERE run_id = {self.MARK}",
                           (run_id,))
