@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -78,9 +77,10 @@ def settled(store: Store, run_id: str, calls: list[str]) -> Any:
     return store.load_run(run_id)
 
 
-def paid_once(store: Store, run_id: str, outcome: Any) -> dict[str, Any]:
+def paid_once(store: Store, run_id: str, outcome: Any, status: str = "done") -> dict[str, Any]:
     """Drive a run whose write raises ``outcome`` (an exception) or returns it, check
-    that the write ran once and was recorded, and give the tool message the model read."""
+    that the write ran once and was recorded and the run stopped as ``status``, and give
+    the tool message the model read."""
     calls: list[str] = []
 
     def pay(args: Any, ctx: Any) -> Any:
@@ -90,7 +90,7 @@ def paid_once(store: Store, run_id: str, outcome: Any) -> dict[str, Any]:
         return outcome
 
     run = Engine(paying(pay), store, pay_then_finish).start("go", run_id=run_id)
-    assert run.status == "done", run.reason
+    assert run.status == status, run.reason
     settled(store, run_id, calls)
     return next(m for m in store.messages(run_id) if m["role"] == "tool" and m["tool"] == "pay")
 
@@ -107,15 +107,17 @@ def test_a_write_whose_error_cannot_be_shown_or_stored_is_recorded(any_store: St
         assert any_store.effect(f"{case}:1").error == said  # type: ignore[union-attr]
 
 
-def test_a_result_that_cannot_be_shown_or_encoded_reaches_the_model_as_an_error(
+def test_a_write_whose_result_cannot_be_recorded_is_handed_over_not_retried(
         any_store: Store) -> None:
-    """A result holding an object whose ``__repr__`` raises, or a file name that
-    ``os.fsdecode`` made with a lone surrogate."""
+    """A write that returned an object whose ``__repr__`` raises, or a file name that
+    ``os.fsdecode`` made with a lone surrogate, did happen: its effect row says done and a
+    person takes over, so the model cannot pay again under a new key."""
     for case, result in {"opaque": {"receipt": Opaque()},
                          "surrogate": {"file": os.fsdecode(b"receipt-\xff.pdf")}}.items():
-        said = paid_once(any_store, case, result)
+        said = paid_once(any_store, case, result, status="handed_over")
         assert said["error"].startswith("the result of pay cannot be recorded: "), said
         assert "result" not in said
+        assert any_store.load_run(case).reason == f"pay ran ({case}:1), but {said['error']}"
 
 
 @pytest.mark.parametrize("returned", [200, "refunded", ["paid"]], ids=["int", "other", "list"])
@@ -196,12 +198,12 @@ def test_one_engine_drives_a_run_from_one_thread_at_a_time(any_store: Store) -> 
     """Two threads resuming one run with one engine (one lease owner, which the store
     lets acquire again): the second is refused, and the write runs once."""
     calls: list[str] = []
-    started = threading.Event()
+    started, release = threading.Event(), threading.Event()
 
     def pay(args: Any, ctx: Any) -> Any:
         calls.append(ctx.key)
         started.set()
-        time.sleep(0.3)
+        assert release.wait(30)  # the first thread is inside the write until released
         return {"ok": True}
 
     engine = Engine(paying(pay), any_store, pay_then_finish)
@@ -216,13 +218,35 @@ def test_one_engine_drives_a_run_from_one_thread_at_a_time(any_store: Store) -> 
 
     first = threading.Thread(target=drive, args=("first",))
     first.start()
-    assert started.wait(10)
+    assert started.wait(30)
     drive("second")
+    release.set()
     first.join()
     assert out["first"] == "done"
     assert "is being driven by another thread of this process" in str(out["second"])
     assert settled(any_store, "t1", calls).status == "done"
     assert engine.resume("t1").status == "done"  # the lease was let go
+
+
+def test_a_lease_whose_heartbeat_cannot_start_is_given_back(
+        any_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No thread for the heartbeat (a process at its limit): the resume fails, and the
+    run is not left held by this process or in the store."""
+    import fsm.runtime.engine as engine_module
+
+    engine = Engine(paying(lambda a, c: {"ok": True}), any_store, pay_then_finish)
+    engine.start("go", run_id="h1", drive=False)
+    real = engine_module._HEARTBEATS.hold
+
+    def no_thread(*args: Any) -> int:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(engine_module._HEARTBEATS, "hold", no_thread)
+    with pytest.raises(RuntimeError, match="can't start new thread"):
+        engine.resume("h1")
+    assert any_store.lease("h1") is None
+    monkeypatch.setattr(engine_module._HEARTBEATS, "hold", real)
+    assert engine.resume("h1").status == "done"
 
 
 class Ask(BaseModel):

@@ -180,22 +180,27 @@ HUGE = 10**5000
 def test_a_result_too_big_to_record_reaches_the_model_as_an_error(
         any_store: Store, write: bool) -> None:
     """A result no store can write and read back (an integer of 5,001 digits, a value
-    that contains itself) is an error the model reads; the run goes on, a new process
-    reads it, and a write's effect row says the same."""
+    that contains itself) is an error the model reads, and the run goes on; a new process
+    reads it. A write's result is no error, though: the write happened, so its effect row
+    says it is done and a person takes over, and the model is never asked again."""
     loop: dict[str, Any] = {"n": 1}
     loop["self"] = loop
     for case, result in {"huge": {"n": HUGE}, "circular": loop}.items():
         engine = Engine(workflow(result, write=write), any_store, look_then_finish)
         run = engine.start("go", run_id=case)
-        assert run.status == "done", run.reason
         said = next(m for m in any_store.messages(case) if m.get("role") == "tool"
                     and m["tool"] == "look")
         assert said["error"].startswith("the result of look cannot be recorded: "), said
         assert "result" not in said
         if write:
+            assert run.status == "handed_over"
+            assert run.reason == f"look ran ({case}:1), but {said['error']}"
             effect = any_store.effect(f"{case}:1")
             assert effect is not None and effect.status == "DONE"
             assert effect.result is None and effect.error == said["error"]
+            assert run.used.steps == 1  # the model was not asked again
+        else:
+            assert run.status == "done", run.reason
         report = audit(any_store, case)
         assert report.ok, report.problems
 

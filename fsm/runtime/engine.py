@@ -424,7 +424,11 @@ class _Lease:
         except BaseException:
             self._let_go()
             raise
-        self._token = _HEARTBEATS.hold(e, self.run_id, ttl)
+        try:
+            self._token = _HEARTBEATS.hold(e, self.run_id, ttl)
+        except BaseException:  # no heartbeat (no thread to be had): give the run back
+            self.__exit__()
+            raise
         return previous
 
     def _let_go(self) -> None:

@@ -266,12 +266,19 @@ class Step:
         except Exception as exc:
             error = describe(exc)
         fault("after_tool_before_commit", self.step)
+        ran = error is None
         recorded, text, error = _recorded(tool_name, result, error)
         if tool.write and key is not None:
             self.effects_done[key] = (recorded, error)
         self.event("tool", tool=tool_name, detail={"args": args_dict, "key": key, "error": error})
         if self.ctx.max_repeats is not None:
             self._set(recent_calls=gate.remembered(self.run.recent_calls, tool_name, args_dict))
+        if tool.write and ran and error is not None:
+            # The write happened, but what it returned cannot be kept: told it failed, the
+            # model could call it again under a new key. A person takes over instead.
+            self.tool_result(tool_name, error=error)
+            self.stop("handed_over", f"{tool_name} ran ({key}), but {error}")
+            return
         self._finish_call(tool, args, recorded, error, text)
 
     def _finish_call(self, tool: ToolSpec, args: BaseModel, result: Any,
