@@ -130,25 +130,23 @@ class SQLReads:
                           (sha256,))
         return str(rows[0][0]) if rows else None
 
-    def snapshot_text(self, run_id: str) -> str:
-        rows = self._read(f"SELECT snapshot FROM runs WHERE run_id = {self.MARK}", (run_id,))
+    def _run_row(self, columns: str, run_id: str) -> Any:
+        """``columns`` of the run's row, or :class:`RunNotFound`."""
+        rows = self._read(f"SELECT {columns} FROM runs WHERE run_id = {self.MARK}", (run_id,))
         if not rows:
             raise RunNotFound(run_id)
-        return str(rows[0][0])
+        return rows[0]
+
+    def snapshot_text(self, run_id: str) -> str:
+        return str(self._run_row("snapshot", run_id)[0])
 
     def run_columns(self, run_id: str) -> tuple[str, str]:
-        rows = self._read(f"SELECT status, workflow FROM runs WHERE run_id = {self.MARK}",
-                          (run_id,))
-        if not rows:
-            raise RunNotFound(run_id)
-        return str(rows[0][0]), str(rows[0][1])
+        row = self._run_row("status, workflow", run_id)
+        return str(row[0]), str(row[1])
 
     def log_head(self, run_id: str) -> tuple[int, str]:
-        rows = self._read(f"SELECT log_count, log_head FROM runs WHERE run_id = {self.MARK}",
-                          (run_id,))
-        if not rows:
-            raise RunNotFound(run_id)
-        return int(rows[0][0]), str(rows[0][1])
+        row = self._run_row("log_count, log_head", run_id)
+        return int(row[0]), str(row[1])
 
     def count_waiting(self, workflow: str | None = None) -> int:
         sql, args = waiting_query(workflow, self.MARK, count=True)
