@@ -65,6 +65,17 @@ def pending_approval(store: Store, run: RunState) -> Approval:
                          run_id=run.run_id, state=run.state)
 
 
+def waiting_on(run: RunState, approval: Approval
+               ) -> CallAwaitingApproval | EventAwaitingPerson | None:
+    """The request ``run`` waits on when it is the one ``approval`` was made for, else
+    ``None`` (the run moved on, or waits on another approval)."""
+    pending = run.pending
+    if isinstance(pending, CallAwaitingApproval | EventAwaitingPerson) \
+            and pending.approval_id == approval.approval_id:
+        return pending
+    return None
+
+
 def row_subject(approval: Approval, events: Sequence[str] = ()) -> dict[str, Any]:
     """The request an approval row describes, as ``Approval.request`` hashed it: a call's
     subject, or a waiting state's with the ``events`` the person was offered."""

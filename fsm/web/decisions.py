@@ -29,8 +29,6 @@ from fsm.errors import (
 from fsm.presentation import PLAIN
 from fsm.records import (
     Approval,
-    CallAwaitingApproval,
-    EventAwaitingPerson,
     RunState,
     start_detail,
     started_as,
@@ -39,7 +37,7 @@ from fsm.records import utc as iso
 from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
-from fsm.runtime.review import row_problem
+from fsm.runtime.review import row_problem, waiting_on
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Account
@@ -117,12 +115,11 @@ def _check_page(approval: Approval, run: RunState, seen_hash: str, seen_version:
     if seen_hash != approval.args_hash or seen_version != str(approval.run_version):
         raise InboxRefused("stale", "the page you decided on does not show this request's "
                       "arguments and version; reload it and read the request again")
-    if (not isinstance(run.pending, CallAwaitingApproval | EventAwaitingPerson)
-            or run.pending.approval_id != approval.approval_id
-            or run.version != approval.run_version):
+    pending = waiting_on(run, approval)
+    if pending is None or run.version != approval.run_version:
         raise InboxRefused("stale", f"the run moved on since this page was loaded (it is at "
                       f"version {run.version}, status {run.status}); nothing was decided")
-    problem = row_problem(approval, run.pending)
+    problem = row_problem(approval, pending)
     if problem is not None:
         raise InboxRefused("mismatch", problem)
 

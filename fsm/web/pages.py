@@ -15,15 +15,13 @@ from fsm.auditor.render import GraphvizMissing, render, to_dot
 from fsm.errors import FSMError
 from fsm.records import (
     Approval,
-    CallAwaitingApproval,
     Event,
-    EventAwaitingPerson,
     RunState,
     canonical,
     fingerprint,
     state_path,
 )
-from fsm.runtime.review import row_problem, row_subject
+from fsm.runtime.review import row_problem, row_subject, waiting_on
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Notification
@@ -121,19 +119,10 @@ def inbox(store: Store, workflows: Workflows, now: float, workflow: str | None,
     return rows, pager
 
 
-def _pending(run: RunState,
-             approval: Approval) -> CallAwaitingApproval | EventAwaitingPerson | None:
-    pending = run.pending
-    if isinstance(pending, CallAwaitingApproval | EventAwaitingPerson) \
-            and pending.approval_id == approval.approval_id:
-        return pending
-    return None
-
-
 def verified(approval: Approval, run: RunState) -> tuple[Approval, str | None]:
     """The approval as the run waits on it, and why its row differs, if it does: then the
     tool and arguments shown (and compared with a release limit) are the run's own."""
-    pending = _pending(run, approval)
+    pending = waiting_on(run, approval)
     problem = row_problem(approval, pending) if pending is not None else None
     if problem is None or pending is None:
         return approval, problem
@@ -255,7 +244,7 @@ def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approv
     run = store.load_run(approval.run_id)
     spec = workflows.spec(store, run)
     events = store.events(run.run_id)
-    pending = _pending(run, approval)
+    pending = waiting_on(run, approval)
     if pending is not None:
         subject = pending.subject()
         checked, problem = verified(approval, run)
