@@ -130,6 +130,9 @@ class SQLReads:
                           (sha256,))
         return str(rows[0][0]) if rows else None
 
+    def _has_account(self, name: str) -> bool:
+        return bool(self._read(f"SELECT 1 FROM accounts WHERE name = {self.MARK}", (name,)))
+
     def _run_row(self, columns: str, run_id: str) -> Any:
         """``columns`` of the run's row, or :class:`RunNotFound`."""
         rows = self._read(f"SELECT {columns} FROM runs WHERE run_id = {self.MARK}", (run_id,))

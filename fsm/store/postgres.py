@@ -494,16 +494,15 @@ class PostgresStore(SQLReads, Store):
 
     def save_account(self, account: Account, *, was: float | None = None) -> None:
         with self._tx() as conn:
-            cur = conn.execute(
+            saved = conn.execute(
                 "UPDATE accounts SET role = %s, password_hash = %s, release_limit = %s, "
                 "disabled = %s, updated_at = %s WHERE name = %s"
                 + ("" if was is None else " AND updated_at = %s"),
                 (account.role, account.password_hash, account.limit, account.disabled,
-                 account.updated_at, account.name, *(() if was is None else (was,))))
-            if cur.rowcount != 1:
-                found = conn.execute("SELECT 1 FROM accounts WHERE name = %s",
-                                     (account.name,)).fetchone()
-                raise account_not_saved(account.name, found is not None)
+                 account.updated_at, account.name, *(() if was is None else (was,)))
+            ).rowcount == 1
+        if not saved:
+            raise account_not_saved(account.name, self._has_account(account.name))
 
     def account(self, name: str) -> Account | None:
         rows = self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts WHERE name = %s", (name,))

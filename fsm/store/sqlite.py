@@ -548,18 +548,15 @@ class SQLiteStore(SQLReads, Store):
 
     def save_account(self, account: Account, *, was: float | None = None) -> None:
         with self._tx() as db:
-            cur = db.execute(
+            saved = db.execute(
                 "UPDATE accounts SET role = ?, password_hash = ?, release_limit = ?, "
                 "disabled = ?, updated_at = ? WHERE name = ?"
                 + ("" if was is None else " AND updated_at = ?"),
                 (account.role, account.password_hash, account.limit, int(account.disabled),
                  account.updated_at, account.name, *(() if was is None else (was,))),
-            )
-            if cur.rowcount != 1:
-                raise account_not_saved(account.name, self._exists_account(db, account.name))
-
-    def _exists_account(self, db: sqlite3.Connection, name: str) -> bool:
-        return db.execute("SELECT 1 FROM accounts WHERE name = ?", (name,)).fetchone() is not None
+            ).rowcount == 1
+        if not saved:
+            raise account_not_saved(account.name, self._has_account(account.name))
 
     def account(self, name: str) -> Account | None:
         rows = self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts WHERE name = ?", (name,))
