@@ -3,10 +3,9 @@ in-memory for tests. :func:`open_store` picks one from a URL."""
 
 from __future__ import annotations
 
-import os
-
 from fsm.errors import StoreError
 from fsm.location import default_db_path
+from fsm.settings import Settings
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.memory import MemoryStore
 from fsm.store.sqlite import SQLiteStore
@@ -33,18 +32,23 @@ def sqlite_path(url: str) -> str | None:
     return url
 
 
-def open_store(db: str | None = None, *, synchronous: str | None = None,
-               pool_size: int | None = None, readonly: bool = False,
-               adopt: bool = True) -> Store:
-    """Open the store ``db`` names (default :func:`default_db_path`).
+def open_store(db: str | None = None, *, settings: Settings | None = None,
+               synchronous: str | None = None, pool_size: int | None = None,
+               readonly: bool = False, adopt: bool = True) -> Store:
+    """Open the store ``db`` names (default: ``settings.db``, else ``fsm.db``).
 
     ``postgresql://...`` opens a :class:`~fsm.store.postgres.PostgresStore` (pool size
-    ``pool_size``, else ``$FSM_PG_POOL``); a path or ``sqlite:///path`` a
-    :class:`SQLiteStore` (``FSM_SYNCHRONOUS`` sets its mode). ``readonly`` opens an
+    ``pool_size``, else ``settings.pg_pool``; its timeouts from ``settings.pg_*_timeout``,
+    see :class:`~fsm.store.pg_session.Timeouts`); a path or ``sqlite:///path`` a
+    :class:`SQLiteStore` (``synchronous``, else ``settings.synchronous``, sets its mode;
+    ``settings.sqlite_busy_timeout`` the seconds it waits for another process's lock).
+    ``settings`` default to :meth:`Settings.defaults` (the environment is read by the
+    command line, or by a program that passes ``Settings.load()``). ``readonly`` opens an
     existing fsm database for reading only: it is never created, migrated or changed;
     ``adopt=False`` refuses a SQLite file that holds another program's tables.
     """
-    url = default_db_path(db)
+    s = settings or Settings.defaults()
+    url = db or s.db
     path = sqlite_path(url)
     if path is None:
         try:
@@ -52,11 +56,15 @@ def open_store(db: str | None = None, *, synchronous: str | None = None,
         except ImportError as exc:
             raise StoreError(f"PostgreSQL needs psycopg: pip install 'fsm[postgres]' ({exc})") \
                 from None
-        return PostgresStore(url, pool_size=pool_size, readonly=readonly)
+        from fsm.store.pg_session import Timeouts
+
+        return PostgresStore(url, pool_size=pool_size or s.pg_pool, readonly=readonly,
+                             timeouts=Timeouts.of(s))
+    busy = int(s.sqlite_busy_timeout * 1000)
     if readonly:
-        return SQLiteStore(path, readonly=True)
-    mode = synchronous or os.environ.get("FSM_SYNCHRONOUS") or "FULL"
-    return SQLiteStore(path, synchronous=mode, adopt=adopt)
+        return SQLiteStore(path, readonly=True, busy_timeout_ms=busy)
+    return SQLiteStore(path, synchronous=synchronous or s.synchronous, adopt=adopt,
+                       busy_timeout_ms=busy)
 
 
 __all__ = ["Claimed", "Lease", "MemoryStore", "SQLiteStore", "Store", "StoreError", "URL_HELP",

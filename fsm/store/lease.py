@@ -12,8 +12,26 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from dataclasses import dataclass
 
 from fsm.errors import ConcurrentUpdate, LeaseLost, RunNotFound
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a run's lease, and until when (``None``: until released)."""
+
+    owner: str
+    until: float | None
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A run a worker claimed: its id, workflow, and the lease holder it replaced."""
+
+    run_id: str
+    workflow: str
+    previous: str | None
 
 
 def new_owner() -> str:

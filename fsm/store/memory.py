@@ -4,18 +4,33 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Collection
 from typing import Any
 
+from fsm.customer import Reply
 from fsm.errors import (
     ApprovalAlreadyDecided,
+    RowDamaged,
     RunError,
     RunLocked,
     RunNotFound,
     StoreError,
 )
-from fsm.records import GENESIS, Approval, Effect, Event, RunState, StepCommit, ViewRecord, chain
+from fsm.records import (
+    GENESIS,
+    Approval,
+    DefinitionCount,
+    DefinitionRecord,
+    Effect,
+    Event,
+    RunState,
+    StepCommit,
+    ViewRecord,
+    chain,
+)
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import check_fence, expiry, lease_held
+from fsm.store.memory_desk import MemoryDesk
 from fsm.store.people import (
     Account,
     Notification,
@@ -26,7 +41,7 @@ from fsm.store.people import (
 )
 
 
-class MemoryStore(Store):
+class MemoryStore(MemoryDesk, Store):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._runs: dict[str, RunState] = {}
@@ -40,6 +55,10 @@ class MemoryStore(Store):
         self._accounts: dict[str, Account] = {}
         self._refusals: list[Refusal] = []
         self._notifications: dict[str, Notification] = {}
+        self._init_desk()
+        self._definitions: dict[str, DefinitionRecord] = {}
+        self._replies: dict[str, list[Reply]] = {}
+        self._tokens: dict[str, str] = {}
 
     def create_run(self, run: RunState, commit: StepCommit | None = None) -> RunState:
         with self._lock:
@@ -56,11 +75,12 @@ class MemoryStore(Store):
             try:
                 return self._runs[run_id].model_copy(deep=True)
             except KeyError:
-                raise RunNotFound(run_id) from None
+                raise self.not_found(run_id) from None
 
     def list_runs(self, status: str | None = None, *, workflow: str | None = None,
-                  limit: int | None = None, offset: int = 0,
-                  newest_first: bool = False) -> list[RunState]:
+                  limit: int | None = None, offset: int = 0, newest_first: bool = False,
+                  damaged: list[RowDamaged] | None = None) -> list[RunState]:
+        # Records kept as objects are never damaged: ``damaged`` stays empty.
         with self._lock:
             runs = sorted(
                 (r for r in self._runs.values()
@@ -85,6 +105,7 @@ class MemoryStore(Store):
         with self._lock:
             run_id = commit.run.run_id
             self._fence(run_id, commit.owner if fence else None, commit.expected_version)
+            self._check_replies(run_id, commit.replies_read)
             if commit.decision is not None:
                 approval = self._approvals[commit.decision.approval_id]
                 if approval.decision is not None:
@@ -116,7 +137,9 @@ class MemoryStore(Store):
                     update={"decision": d.decision, "reviewer": d.reviewer, "note": d.note,
                             "decided_at": d.time, "approved_args": d.args})
             self._artifacts.update(commit.artifacts)
+            self._conversation(new, commit)
             self._outbox(commit)
+            self._desk(commit)
             return new.model_copy(deep=True)
 
     def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
@@ -144,14 +167,21 @@ class MemoryStore(Store):
             return [e.model_copy(deep=True) for e in self._events[run_id]]
 
     def claim_effect(self, effect: Effect, *, owner: str | None = None,
-                     version: int | None = None) -> Effect | None:
+                     version: int | None = None, claim: Event | None = None) -> Effect | None:
         with self._lock:
-            if owner is not None or version is not None:
-                self._fence(effect.run_id, owner, version)
+            if owner is not None or version is not None or claim is not None:
+                run = self._fence(effect.run_id, owner, version)
             existing = self._effects.get(effect.key)
             if existing is not None:
                 return existing.model_copy(deep=True)
-            self._effects[effect.key] = effect.model_copy(deep=True)
+            row = effect.model_copy(deep=True)
+            if claim is not None:
+                log = self._events[effect.run_id]
+                (logged,) = chain([claim], log[-1].hash if log else GENESIS, len(log))
+                log.append(Event.model_construct(**logged))
+                row.claim = logged["hash"]
+                self._runs[run.run_id] = run.model_copy(update={"version": run.version + 1})
+            self._effects[effect.key] = row
             return None
 
     def effect(self, key: str) -> Effect | None:
@@ -164,7 +194,8 @@ class MemoryStore(Store):
             return [e.model_copy(deep=True) for k, e in sorted(self._effects.items())
                     if e.run_id == run_id]
 
-    def approvals(self, run_id: str | None = None, *, pending_only: bool = True) -> list[Approval]:
+    def approvals(self, run_id: str | None = None, *, pending_only: bool = True,
+                  damaged: list[RowDamaged] | None = None) -> list[Approval]:
         with self._lock:
             return [
                 a.model_copy(deep=True) for a in self._approvals.values()
@@ -214,13 +245,18 @@ class MemoryStore(Store):
             return self._leases.get(run_id)
 
     def claim_runnable(self, owner: str, now: float, ttl: float, *,
-                       workflows: list[str] | None = None, limit: int = 1) -> list[Claimed]:
+                       workflows: list[str] | None = None, limit: int = 1,
+                       definitions: list[str] | None = None,
+                       exclude: Collection[str] = ()) -> list[Claimed]:
         out: list[Claimed] = []
         with self._lock:
             for run in sorted(self._runs.values(), key=lambda r: (r.updated_at, r.run_id)):
                 if len(out) >= limit:
                     break
-                if run.status != "running" or (workflows and run.workflow not in workflows):
+                if run.status != "running" or run.run_id in exclude or (
+                        workflows and run.workflow not in workflows):
+                    continue
+                if definitions is not None and run.definition_hash not in definitions:
                     continue
                 held = self._leases.get(run.run_id)
                 if held is not None and lease_held(held.owner, held.until, now):
@@ -228,6 +264,67 @@ class MemoryStore(Store):
                 self._leases[run.run_id] = Lease(owner, now + ttl)
                 out.append(Claimed(run.run_id, run.workflow, held.owner if held else None))
         return out
+
+    # -- definitions ----------------------------------------------------------------
+
+    def record_definition(self, record: DefinitionRecord) -> bool:
+        with self._lock:
+            if record.definition_hash in self._definitions:
+                return False
+            self._definitions[record.definition_hash] = record
+            return True
+
+    def definition(self, definition_hash: str) -> DefinitionRecord | None:
+        with self._lock:
+            return self._definitions.get(definition_hash)
+
+    def definitions(self, workflow: str | None = None) -> list[DefinitionRecord]:
+        with self._lock:
+            return [d for d in self._definitions.values()
+                    if workflow is None or d.workflow == workflow]
+
+    def definition_counts(self, workflow: str | None = None,
+                          status: str | None = None) -> list[DefinitionCount]:
+        groups: dict[tuple[str, str, str], list[str]] = {}
+        with self._lock:
+            for r in self._runs.values():
+                if workflow in (None, r.workflow) and status in (None, r.status):
+                    groups.setdefault((r.workflow, r.definition_hash, r.status),
+                                      []).append(r.run_id)
+        return [DefinitionCount(w, h, st, len(ids), min(ids))
+                for (w, h, st), ids in sorted(groups.items())]
+    # -- conversations --------------------------------------------------------------
+
+    def _check_replies(self, run_id: str, seqs: list[int]) -> None:
+        replies = self._replies.get(run_id, [])
+        for seq in seqs:
+            if not 0 < seq <= len(replies) or replies[seq - 1].read_step is not None:
+                raise StoreError(f"reply {seq} of run {run_id!r} is missing or was read "
+                                 "already; nothing of this step was saved")
+
+    def _conversation(self, new: RunState, commit: StepCommit) -> None:
+        replies = self._replies.get(new.run_id, [])
+        for seq in commit.replies_read:
+            replies[seq - 1] = replies[seq - 1].model_copy(update={"read_step": new.step})
+        if commit.token_hash is not None:
+            self._tokens[new.run_id] = commit.token_hash
+
+    def add_reply(self, reply: Reply, *, version: int) -> Reply:
+        with self._lock:
+            self._fence(reply.run_id, None, version)
+            replies = self._replies.setdefault(reply.run_id, [])
+            kept = reply.model_copy(update={"seq": len(replies) + 1, "read_step": None})
+            replies.append(kept)
+            return kept.model_copy()
+
+    def replies(self, run_id: str, *, unread_only: bool = False) -> list[Reply]:
+        with self._lock:
+            return [r.model_copy() for r in self._replies.get(run_id, [])
+                    if not unread_only or r.read_step is None]
+
+    def reply_token(self, run_id: str) -> str | None:
+        with self._lock:
+            return self._tokens.get(run_id)
 
     # -- the approval inbox: accounts, refusals, the notification outbox ---------------
 
@@ -279,7 +376,8 @@ class MemoryStore(Store):
                     or (approval_ids is None and n.run_id == run_id)]
             return [n.model_copy() for n in sorted(rows, key=lambda n: (n.created_at, n.key))]
 
-    def due_notifications(self, now: float, limit: int = 20) -> list[Notification]:
+    def due_notifications(self, now: float, limit: int = 20, *,
+                          damaged: list[RowDamaged] | None = None) -> list[Notification]:
         with self._lock:
             rows = [n for n in self._notifications.values()
                     if n.status == "pending" and n.next_attempt_at <= now]

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from fsm.errors import StoreError
-from fsm.records import ApprovalDecision
+from fsm.records import ApprovalDecision, StepCommit, canonical, text_hash
 
 Role = Literal["approver", "auditor"]
 #: ``pending``: not delivered yet (retried with backoff); ``delivered``: every webhook
@@ -64,6 +64,17 @@ class Refusal(BaseModel):
     at: float
     #: The client address the request came from.
     remote: str = ""
+    #: :func:`refusal_link` of the run's previous refused attempt's hash and this one:
+    #: the run's refused attempts form a chain whose length and head the run row keeps.
+    #: ``None``: recorded before refused attempts were chained.
+    hash: str | None = None
+
+
+def refusal_link(prev_hash: str, refusal: Refusal) -> str:
+    """The hash of ``refusal`` chained after ``prev_hash`` (over everything it records but
+    its id, which the database gives, and its own hash)."""
+    return text_hash(prev_hash + canonical(refusal.model_dump(
+        mode="json", exclude={"refusal_id", "hash"})))
 
 
 class Notification(BaseModel):
@@ -84,6 +95,13 @@ class Notification(BaseModel):
 
 def notification_key(approval_id: str, kind: str) -> str:
     return f"{approval_id}:{kind}"
+
+
+def outbox_keys(commit: StepCommit) -> list[str]:
+    """The keys of the notifications a store writes with ``commit`` (its outbox): its last
+    event records them, so that the audit finds a removed one."""
+    new = commit.new_approval.approval_id if commit.new_approval is not None else None
+    return [notification_key(aid, kind) for aid, kind in outbox_rows(new, commit.decision)]
 
 
 def outbox_rows(new_approval_id: str | None,

@@ -158,4 +158,101 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE approvals ADD COLUMN approved_args TEXT
     """,
+    # 7: each run row names its definition (the queue claims by it), and every definition
+    # a store has seen is kept as JSON, by its hash.
+    """
+    ALTER TABLE runs ADD COLUMN definition_hash TEXT NOT NULL DEFAULT '';
+    UPDATE runs SET definition_hash = COALESCE(CASE WHEN json_valid(snapshot)
+        THEN json_extract(snapshot, '$.definition_hash') END, '');
+    CREATE INDEX runs_definition ON runs (status, definition_hash, run_id);
+    CREATE TABLE definitions (
+        definition_hash TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        version TEXT NOT NULL DEFAULT '',
+        body TEXT NOT NULL,
+        recorded_at REAL NOT NULL
+    );
+    CREATE INDEX definitions_workflow ON definitions (workflow, recorded_at)
+    """,
+    # 8: conversations with customers: replies kept as they arrive, in the order their
+    # commits land, until the run reads them; the hash of each run's reply token.
+    """
+    CREATE TABLE replies (
+        run_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        received_at REAL NOT NULL,
+        run_version INTEGER NOT NULL,
+        asked_hash TEXT,
+        read_step INTEGER,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+    CREATE INDEX replies_unread ON replies (run_id, seq) WHERE read_step IS NULL;
+    CREATE TABLE reply_tokens (
+        run_id TEXT PRIMARY KEY,
+        token_hash TEXT NOT NULL,
+        issued_at REAL NOT NULL
+    )
+    """,
+    # 9: the desk: handed-over runs as a queue, what requests are about (to show requests
+    # about the same thing together), and what is kept of pruned runs (IF NOT EXISTS: a
+    # database migrated again from an earlier version keeps what it has).
+    """
+    CREATE TABLE IF NOT EXISTS handovers (
+        handover_id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        workflow TEXT NOT NULL,
+        customer TEXT NOT NULL DEFAULT '',
+        request TEXT NOT NULL DEFAULT '',
+        state TEXT NOT NULL,
+        handed_at REAL NOT NULL,
+        cause TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        taken_by TEXT,
+        taken_at REAL,
+        outcome TEXT,
+        note TEXT,
+        closed_by TEXT,
+        closed_at REAL
+    );
+    CREATE INDEX IF NOT EXISTS handovers_queue ON handovers (closed_at, handed_at, handover_id);
+    CREATE INDEX IF NOT EXISTS handovers_run ON handovers (run_id, handed_at);
+    CREATE TABLE IF NOT EXISTS subjects (
+        workflow TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (workflow, subject, run_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX IF NOT EXISTS subjects_run ON subjects (run_id);
+    CREATE TABLE IF NOT EXISTS tombstones (
+        run_id TEXT PRIMARY KEY,
+        workflow TEXT NOT NULL,
+        definition_hash TEXT NOT NULL,
+        status TEXT NOT NULL,
+        head TEXT NOT NULL,
+        log_count INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        finished_at REAL NOT NULL,
+        pruned_at REAL NOT NULL,
+        pruned_by TEXT NOT NULL
+    )
+    """,
+    # 10: the hash of the claim event each effect row was logged with.
+    """
+    ALTER TABLE effects ADD COLUMN claim TEXT
+    """,
+    # 11: refused decision attempts chained by hash, with the chain's length and head kept
+    # in the run row, so that a deleted attempt is noticed (rows from before carry none).
+    """
+    ALTER TABLE web_refusals ADD COLUMN hash TEXT;
+    ALTER TABLE runs ADD COLUMN refusal_count INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE runs ADD COLUMN refusal_head TEXT NOT NULL
+        DEFAULT '0000000000000000000000000000000000000000000000000000000000000000'
+    """,
+    # 12: the run a run was forked from (fsm fork), to list a run's forks.
+    """
+    ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
+    CREATE INDEX runs_parent ON runs (parent_run_id)
+    """,
 ]

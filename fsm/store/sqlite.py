@@ -9,7 +9,6 @@ appending its own rows.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sqlite3
@@ -18,68 +17,13 @@ import urllib.parse
 from types import TracebackType
 from typing import Any
 
-from fsm.errors import (
-    RunError,
-    RunLocked,
-    RunNotFound,
-    StoreError,
-)
-from fsm.records import (
-    Approval,
-    ApprovalDecision,
-    Effect,
-    Event,
-    RunState,
-    StepCommit,
-    ViewRecord,
-    canonical,
-    chained,
-)
-from fsm.store.base import Claimed, Lease, Store
-from fsm.store.columns import (
-    ACCOUNT_COLUMNS,
-    APPROVAL_COLUMNS,
-    EVENT_COLUMNS,
-    SQLReads,
-    approval_from,
-    decided_before,
-    decision_update,
-    outbox_insert,
-    run_from,
-    runs_where,
-    waiting_query,
-)
-from fsm.store.lease import check_fence, expiry, lease_held, this_host_prefix
-from fsm.store.people import Account, Notification, Refusal, account_not_saved
+from fsm.errors import StoreError, StoreUnavailable, is_transient
+from fsm.store.dialect import SQLITE
 from fsm.store.schema import MIGRATIONS
-
-_EVENT_COLS = EVENT_COLUMNS
-_APPROVAL_COLS = APPROVAL_COLUMNS
+from fsm.store.sql import SQLStore
 
 
-_INSERT_EVENT = (f"INSERT INTO events ({', '.join(_EVENT_COLS)}) "
-                 f"VALUES ({', '.join('?' * len(_EVENT_COLS))})")
-
-
-
-#: Log heads a store keeps (see ``SQLiteStore._apply``); past this many, it starts over.
-_HEADS_KEPT = 4096
-
-
-def _update_run(status: bool, owner: bool) -> str:
-    return ("UPDATE runs SET " + ("status = ?, " if status else "")
-            + "version = ?, snapshot = ?, updated_at = ?, log_count = ?, log_head = ? "
-            "WHERE run_id = ? AND version = ?" + (" AND lease_owner = ?" if owner else ""))
-
-
-#: The UPDATE of a run's row by (status changed, lease checked). A status written again
-#: unchanged still rewrites each of the four indexes that hold it, which costs a step
-#: more than the rest of the row; so an unchanged status is left as it is.
-_UPDATE_RUN = {(status, owner): _update_run(status, owner)
-               for status in (True, False) for owner in (True, False)}
-
-
-class SQLiteStore(SQLReads, Store):
+class SQLiteStore(SQLStore):
     """A durable store in one SQLite file.
 
     ``readonly`` opens an existing fsm database and changes nothing in it. ``adopt=False``
@@ -88,7 +32,7 @@ class SQLiteStore(SQLReads, Store):
     version is always refused.
     """
 
-    MARK = "?"
+    DIALECT = SQLITE
 
     def __init__(self, path: str, *, synchronous: str = "FULL",
                  busy_timeout_ms: int = 10_000, readonly: bool = False,
@@ -98,10 +42,10 @@ class SQLiteStore(SQLReads, Store):
         self.path = path
         self.location = path
         self.readonly = readonly
+        #: Seconds a statement waits for another connection's lock (the busy timeout).
+        self.busy_seconds = busy_timeout_ms / 1000
         self._lock = threading.RLock()
-        #: run_id → (version, log count, log head, status) after this store's last commit
-        #: of it.
-        self._heads: dict[str, tuple[int, int, str, str]] = {}
+        self._init_sql()
         if readonly:
             self._db = _open_readonly(path, busy_timeout_ms)
             return
@@ -119,7 +63,8 @@ class SQLiteStore(SQLReads, Store):
             self._migrate()
         except sqlite3.Error as exc:
             self._db.close()
-            raise StoreError(f"cannot open database {path!r}: {_what(exc, path)}") from None
+            raise _failed(f"cannot open database {path!r}", exc, self.busy_seconds,
+                          path=path) from None
         except UnicodeDecodeError as exc:
             self._db.close()
             raise StoreError(f"cannot open database {path!r}: {_garbled(exc)}") from None
@@ -143,30 +88,31 @@ class SQLiteStore(SQLReads, Store):
             except sqlite3.Error:
                 pass
 
-    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return self._rows(sql, args, False)
+
+    def _column(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+        return self._rows(sql, args, True)
+
+    def _rows(self, sql: str, args: tuple[Any, ...], first: bool) -> list[Any]:
         with self._lock:
             try:
                 cur = self._db.execute(sql, args)
-                cur.row_factory = sqlite3.Row  # type: ignore[assignment]
-                return cur.fetchall()
+                # A resumed run reads every message: iterating the cursor for one column
+                # costs half as much as its rows fetched whole.
+                return [v for (v,) in cur] if first else cur.fetchall()
             except sqlite3.Error as exc:
                 if str(exc).startswith(_NOT_UTF8):
                     raise self._not_utf8(sql, str(exc)) from None
-                raise StoreError(f"database {self.path!r}: {_what(exc)}") from None
+                raise _failed(f"database {self.path!r}", exc, self.busy_seconds) from None
             except UnicodeDecodeError as exc:
                 raise StoreError(f"database {self.path!r}: {_garbled(exc)}") from None
             except OverflowError:
                 raise StoreError(f"database {self.path!r}: a number in the query is too large "
                                  f"(at most {2**63 - 1})") from None
 
-    def _damaged(self, table: str, run_id: str | None, exc: Exception) -> StoreError:
-        whose = f"run {run_id!r}" if run_id is not None else "a run"
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return StoreError(
-            f"database {self.path!r}: a row of {whose} in table {table!r} is damaged and "
-            f"cannot be read ({type(exc).__name__}: {first}); restore the database from a "
-            "backup, or inspect it with fsm audit"
-        )
+    def _where(self) -> str:
+        return repr(self.path)
 
     def _not_utf8(self, sql: str, message: str) -> StoreError:
         """A text value that is not UTF-8 (a damaged file): which table, column and runs,
@@ -224,405 +170,8 @@ class SQLiteStore(SQLReads, Store):
         with self._lock:
             self._db.close()
 
-    # -- runs -----------------------------------------------------------------------
-
-    def create_run(self, run: RunState, commit: StepCommit | None = None) -> RunState:
-        commit = commit or StepCommit(run=run, expected_version=0)
-        with self._lock:  # as in commit()
-            try:
-                with self._tx() as db:
-                    try:
-                        db.execute(
-                            "INSERT INTO runs (run_id, workflow, status, version, snapshot, "
-                            "created_at, updated_at) VALUES (?, ?, ?, 0, '{}', ?, ?)",
-                            (run.run_id, run.workflow, run.status, run.created_at,
-                             run.updated_at),
-                        )
-                    except sqlite3.IntegrityError:
-                        raise RunError(f"run {run.run_id!r} already exists",
-                                       run_id=run.run_id) from None
-                    return self._apply(db, commit, fence=False)
-            except BaseException:
-                self._heads.pop(run.run_id, None)
-                raise
-
-    def load_run(self, run_id: str) -> RunState:
-        rows = self._read("SELECT snapshot, version FROM runs WHERE run_id = ?", (run_id,))
-        if not rows:
-            raise RunNotFound(run_id)
-        return self._run(rows[0], run_id)
-
-    def _run(self, row: sqlite3.Row | dict[str, Any], run_id: str | None) -> RunState:
-        try:
-            return run_from(row["snapshot"], row["version"])
-        except (ValueError, TypeError) as exc:  # JSONDecodeError and ValidationError too
-            raise self._damaged("runs", run_id, exc) from None
-
-    def list_runs(self, status: str | None = None, *, workflow: str | None = None,
-                  limit: int | None = None, offset: int = 0,
-                  newest_first: bool = False) -> list[RunState]:
-        where, args = runs_where(status, workflow, "?")
-        sql = "SELECT run_id, snapshot, version FROM runs" + where
-        order = "DESC" if newest_first else "ASC"
-        sql += f" ORDER BY created_at {order}, run_id {order} LIMIT ? OFFSET ?"
-        args += [-1 if limit is None else limit, offset]
-        return [self._run(row, row["run_id"]) for row in self._read(sql, tuple(args))]
-
-    def commit(self, commit: StepCommit) -> RunState:
-        # Under the lock until what the store knows of the run is right again: a failed
-        # commit forgets its head before another thread can commit from it.
-        with self._lock:
-            try:
-                with self._tx() as db:
-                    return self._apply(db, commit)
-            except BaseException:
-                self._heads.pop(commit.run.run_id, None)
-                raise
-
-    def _apply(self, db: sqlite3.Connection, c: StepCommit, *, fence: bool = True) -> RunState:
-        run_id = c.run.run_id
-        owner = c.owner if fence else None
-        # The run's log head as this store's last commit of it left it, while the run is
-        # still at that version (every write of the run row adds one): the commit then
-        # needs no read first, and the UPDATE's own condition is the check.
-        known = self._heads.get(run_id)
-        if known is None or known[0] != c.expected_version:
-            row = db.execute("SELECT version, log_count, log_head, lease_owner, status "
-                             "FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            check_fence(run_id, row and (row[0], row[3]), owner=owner,
-                        version=c.expected_version)
-            known = (row[0], row[1], row[2], row[4])
-        version = c.expected_version + 1
-        new = c.run.model_copy(update={"version": version})
-        # The log continues from the head kept in the run row, not from the last row
-        # found: a deleted tail then stays a gap the audit reports.
-        events = chained(c.events, known[2], known[1])
-        count, head = known[1] + len(events), events[-1].hash if events else known[2]
-        status_changed = new.status != known[3]
-        cur = db.execute(
-            _UPDATE_RUN[status_changed, owner is not None],
-            (*((new.status,) if status_changed else ()), version, c.snapshot, new.updated_at,
-             count, head, run_id, c.expected_version, *(() if owner is None else (owner,))),
-        )
-        if cur.rowcount != 1:
-            self._fence(db, run_id, owner, c.expected_version)
-            raise StoreError(f"database {self.path!r}: the row of run {run_id!r} changed "
-                             "during its commit")
-        if events:
-            db.executemany(_INSERT_EVENT, [e.row(_EVENT_COLS) for e in events])
-        if len(self._heads) >= _HEADS_KEPT:
-            self._heads.clear()
-        self._heads[run_id] = (version, count, head, new.status)
-        if c.messages:
-            base = new.message_count - len(c.messages)
-            db.executemany(
-                "INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)",
-                [(run_id, base + i, body) for i, body in enumerate(c.message_bodies)],
-            )
-        if c.view is not None:
-            db.execute("INSERT OR REPLACE INTO views (run_id, step, body) VALUES (?, ?, ?)",
-                       (run_id, c.view.step, c.view_body))
-        for key, (result, error) in c.effects_done.items():
-            db.execute(
-                "UPDATE effects SET status = 'DONE', result = ?, error = ?, finished_at = ? "
-                "WHERE key = ?", (canonical(result), error, new.updated_at, key),
-            )
-        self._approvals(db, run_id, c)
-        self._outbox(db, c)
-        for sha, content in c.artifacts.items():
-            db.execute("INSERT OR IGNORE INTO artifacts (sha256, content, size) VALUES (?, ?, ?)",
-                       (sha, content, len(content)))
-        return new
-
-    def _approvals(self, db: sqlite3.Connection, run_id: str, c: StepCommit) -> None:
-        if c.new_approval is not None:
-            a = c.new_approval.model_dump(mode="json")
-            a["args"] = canonical(a["args"])
-            db.execute(
-                f"INSERT INTO approvals ({', '.join(_APPROVAL_COLS)}) "
-                f"VALUES ({', '.join('?' * len(_APPROVAL_COLS))})",
-                tuple(a[k] for k in _APPROVAL_COLS),
-            )
-        if c.decision is not None:
-            self._decide(db, run_id, c.decision)
-
-    def _decide(self, db: sqlite3.Connection, run_id: str, d: ApprovalDecision) -> None:
-        if db.execute(*decision_update(d, "?")).rowcount != 1:
-            row = db.execute("SELECT decision, reviewer FROM approvals WHERE approval_id = ?",
-                             (d.approval_id,)).fetchone()
-            raise decided_before(run_id, d.approval_id, row)
-
-    # -- reads ----------------------------------------------------------------------
-
-    def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
-        with self._lock:
-            try:
-                cur = self._db.execute(
-                    "SELECT body FROM messages WHERE run_id = ? AND idx >= ? AND idx < ? "
-                    "ORDER BY idx", (run_id, start, end if end is not None else 2**62),
-                )
-                bodies = [body for (body,) in cur]
-                if not bodies:
-                    self._exists(run_id)
-            except sqlite3.Error as exc:
-                if str(exc).startswith(_NOT_UTF8):
-                    raise self._not_utf8("FROM messages", str(exc)) from None
-                raise StoreError(f"database {self.path!r}: {_what(exc)}") from None
-            except OverflowError:
-                raise StoreError(f"database {self.path!r}: message index out of range") from None
-        # One parse of the whole range: resuming a long run reads every message, and a
-        # json.loads per message costs twice as much.
-        try:
-            loaded: list[dict[str, Any]] = json.loads("[" + ",".join(bodies) + "]")
-        except ValueError as exc:
-            raise self._damaged("messages", run_id, exc) from None
-        return loaded
-
-    def view_record(self, run_id: str, step: int | None = None) -> ViewRecord | None:
-        if step is None:
-            rows = self._read("SELECT body FROM views WHERE run_id = ? ORDER BY step DESC LIMIT 1",
-                              (run_id,))
-        else:
-            rows = self._read("SELECT body FROM views WHERE run_id = ? AND step = ?",
-                              (run_id, step))
-        if not rows:
-            self._exists(run_id)
-            return None
-        try:
-            return ViewRecord.model_validate_json(rows[0]["body"])
-        except ValueError as exc:
-            raise self._damaged("views", run_id, exc) from None
-
-    def events(self, run_id: str) -> list[Event]:
-        rows = self._read(
-            f"SELECT {', '.join(_EVENT_COLS)} FROM events WHERE run_id = ? ORDER BY seq", (run_id,)
-        )
-        if not rows:
-            self._exists(run_id)
-        out = []
-        for r in rows:
-            d = dict(r)
-            try:
-                d["detail"] = json.loads(d["detail"] or "{}")
-                out.append(Event.model_validate(d))
-            except (ValueError, TypeError) as exc:
-                raise self._damaged("events", run_id, exc) from None
-        return out
-
-    def claim_effect(self, effect: Effect, *, owner: str | None = None,
-                     version: int | None = None) -> Effect | None:
-        with self._tx() as db:
-            if owner is not None or version is not None:
-                self._fence(db, effect.run_id, owner, version)
-            try:
-                db.execute(
-                    "INSERT INTO effects (key, run_id, step, tool, args, status, started_at) "
-                    "VALUES (?, ?, ?, ?, ?, 'STARTED', ?)",
-                    (effect.key, effect.run_id, effect.step, effect.tool, canonical(effect.args),
-                     effect.started_at),
-                )
-                return None
-            except sqlite3.IntegrityError:
-                pass
-        return self.effect(effect.key)
-
-    def _fence(self, db: sqlite3.Connection, run_id: str, owner: str | None,
-               version: int | None) -> None:
-        row = db.execute("SELECT version, lease_owner FROM runs WHERE run_id = ?",
-                         (run_id,)).fetchone()
-        check_fence(run_id, row, owner=owner, version=version)
-
-    def effect(self, key: str) -> Effect | None:
-        rows = self._read("SELECT * FROM effects WHERE key = ?", (key,))
-        return self._effect(rows[0]) if rows else None
-
-    def effects(self, run_id: str) -> list[Effect]:
-        rows = self._read("SELECT * FROM effects WHERE run_id = ? ORDER BY key", (run_id,))
-        return [self._effect(r) for r in rows]
-
-    def _effect(self, row: sqlite3.Row) -> Effect:
-        d = dict(row)
-        try:
-            d["args"] = json.loads(d["args"])
-            d["result"] = json.loads(d["result"]) if d["result"] is not None else None
-            return Effect.model_validate(d)
-        except (ValueError, TypeError) as exc:
-            raise self._damaged("effects", d.get("run_id"), exc) from None
-
-    def approvals(self, run_id: str | None = None, *, pending_only: bool = True) -> list[Approval]:
-        sql = f"SELECT {', '.join(_APPROVAL_COLS)} FROM approvals WHERE 1 = 1"
-        args: list[Any] = []
-        if run_id is not None:
-            sql += " AND run_id = ?"
-            args.append(run_id)
-        if pending_only:
-            sql += " AND decision IS NULL"
-        out = []
-        for r in self._read(sql + " ORDER BY requested_at, approval_id", tuple(args)):
-            try:
-                out.append(approval_from(dict(r)))
-            except (ValueError, TypeError) as exc:
-                raise self._damaged("approvals", r["run_id"], exc) from None
-        return out
-
-    # -- leases ---------------------------------------------------------------------
-
-    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False,
-                ttl: float | None = None) -> str | None:
-        with self._tx() as db:
-            row = db.execute("SELECT lease_owner, lease_until FROM runs WHERE run_id = ?",
-                             (run_id,)).fetchone()
-            if row is None:
-                raise RunNotFound(run_id)
-            held, until = row
-            if held and held != owner and not force and lease_held(held, until, now):
-                raise RunLocked(run_id, held)
-            db.execute("UPDATE runs SET lease_owner = ?, lease_at = ?, lease_until = ? "
-                       "WHERE run_id = ?", (owner, now, expiry(now, ttl), run_id))
-            return held if held != owner else None
-
-    def renew(self, run_id: str, owner: str, now: float, ttl: float) -> bool:
-        with self._tx() as db:
-            cur = db.execute("UPDATE runs SET lease_until = ? WHERE run_id = ? AND lease_owner = ?",
-                             (now + ttl, run_id, owner))
-            return cur.rowcount == 1
-
-    def release(self, run_id: str, owner: str) -> None:
-        with self._tx() as db:
-            db.execute("UPDATE runs SET lease_owner = NULL, lease_until = NULL "
-                       "WHERE run_id = ? AND lease_owner = ?", (run_id, owner))
-
-    def lease(self, run_id: str) -> Lease | None:
-        rows = self._read("SELECT lease_owner, lease_until FROM runs WHERE run_id = ?", (run_id,))
-        if not rows:
-            raise RunNotFound(run_id)
-        owner, until = rows[0]
-        return Lease(owner, until) if owner else None
-
-    def claim_runnable(self, owner: str, now: float, ttl: float, *,
-                       workflows: list[str] | None = None, limit: int = 1) -> list[Claimed]:
-        out: list[Claimed] = []
-        only = f" AND workflow IN ({', '.join('?' * len(workflows))})" if workflows else ""
-        with self._tx() as db:
-            rows = db.execute(
-                "SELECT run_id, workflow, lease_owner, lease_until FROM runs "
-                "WHERE status = 'running' AND (lease_owner IS NULL OR lease_until <= ? "
-                f"OR lease_owner LIKE ?){only} "
-                "ORDER BY lease_until IS NOT NULL, lease_until, updated_at LIMIT ?",
-                (now, this_host_prefix() + "%", *(workflows or ()), limit * 2 + 16),
-            ).fetchall()
-            for run_id, workflow, held, until in rows:
-                if len(out) >= limit:
-                    break
-                if lease_held(held, until, now):
-                    continue
-                db.execute("UPDATE runs SET lease_owner = ?, lease_at = ?, lease_until = ? "
-                           "WHERE run_id = ?", (owner, now, now + ttl, run_id))
-                out.append(Claimed(run_id, workflow, held))
-        return out
-
-    # -- the approval inbox: pages, accounts, refusals, the notification outbox --------
-
-    def _outbox(self, db: sqlite3.Connection, c: StepCommit) -> None:
-        """Write the commit's notifications in its own transaction (the outbox)."""
-        sql, rows = outbox_insert(c, "?")
-        if rows:
-            db.executemany(sql, rows)
-
-    def waiting(self, workflow: str | None = None, *, limit: int = 50,
-                offset: int = 0) -> list[tuple[Approval, RunState]]:
-        sql, args = waiting_query(workflow, "?")
-        out = []
-        for row in self._read(sql, (*args, int(limit), int(offset))):
-            d = dict(row)
-            out.append((approval_from(d), self._run(d, d["run_id"])))
-        return out
-
-    def add_account(self, account: Account) -> None:
-        with self._tx() as db:
-            try:
-                db.execute(f"INSERT INTO accounts ({_ACCOUNT_SQL}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                           _account_row(account))
-            except sqlite3.IntegrityError:
-                raise StoreError(f"account {account.name!r} already exists") from None
-
-    def save_account(self, account: Account, *, was: float | None = None) -> None:
-        with self._tx() as db:
-            saved = db.execute(
-                "UPDATE accounts SET role = ?, password_hash = ?, release_limit = ?, "
-                "disabled = ?, updated_at = ? WHERE name = ?"
-                + ("" if was is None else " AND updated_at = ?"),
-                (account.role, account.password_hash, account.limit, int(account.disabled),
-                 account.updated_at, account.name, *(() if was is None else (was,))),
-            ).rowcount == 1
-        if not saved:
-            raise account_not_saved(account.name, self._has_account(account.name))
-
-    def account(self, name: str) -> Account | None:
-        rows = self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts WHERE name = ?", (name,))
-        return _account(rows[0]) if rows else None
-
-    def accounts(self) -> list[Account]:
-        return [_account(r) for r in self._read(f"SELECT {_ACCOUNT_SQL} FROM accounts "
-                                                "ORDER BY name")]
-
-    def add_refusal(self, refusal: Refusal) -> None:
-        with self._tx() as db:
-            db.execute(
-                "INSERT INTO web_refusals (run_id, approval_id, account, action, code, reason, "
-                "at, remote) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (refusal.run_id, refusal.approval_id, refusal.account, refusal.action,
-                 refusal.code, refusal.reason, refusal.at, refusal.remote),
-            )
-
-    def refusals(self, run_id: str) -> list[Refusal]:
-        rows = self._read("SELECT * FROM web_refusals WHERE run_id = ? ORDER BY refusal_id",
-                          (run_id,))
-        return [Refusal.model_validate(dict(r)) for r in rows]
-
-    def notifications(self, *, approval_ids: list[str] | None = None,
-                      run_id: str | None = None) -> list[Notification]:
-        if approval_ids is not None:
-            if not approval_ids:
-                return []
-            marks = ", ".join("?" * len(approval_ids))
-            rows = self._read(f"SELECT * FROM notifications WHERE approval_id IN ({marks}) "
-                              "ORDER BY created_at, key", tuple(approval_ids))
-        else:
-            rows = self._read("SELECT * FROM notifications WHERE run_id = ? "
-                              "ORDER BY created_at, key", (run_id,))
-        return [Notification.model_validate(dict(r)) for r in rows]
-
-    def due_notifications(self, now: float, limit: int = 20) -> list[Notification]:
-        rows = self._read("SELECT * FROM notifications WHERE status = 'pending' AND "
-                          "next_attempt_at <= ? ORDER BY next_attempt_at, key LIMIT ?",
-                          (now, int(limit)))
-        return [Notification.model_validate(dict(r)) for r in rows]
-
-    def save_notification(self, note: Notification) -> None:
-        with self._tx() as db:
-            db.execute(
-                "UPDATE notifications SET status = ?, attempts = ?, next_attempt_at = ?, "
-                "last_error = ?, delivered_at = ? WHERE key = ?",
-                (note.status, note.attempts, note.next_attempt_at, note.last_error,
-                 note.delivered_at, note.key),
-            )
-
-
-_ACCOUNT_SQL = ", ".join(ACCOUNT_COLUMNS)
-
-
-def _account_row(a: Account) -> tuple[Any, ...]:
-    return (a.name, a.role, a.password_hash, a.limit, int(a.disabled), a.created_at,
-            a.updated_at)
-
-
-def _account(row: sqlite3.Row) -> Account:
-    d = dict(row)
-    d["limit"] = d.pop("release_limit")
-    d["disabled"] = bool(d["disabled"])
-    return Account.model_validate(d)
-
+    def _serial(self) -> threading.RLock:
+        return self._lock
 
 #: How Python's sqlite3 begins the error of a text value that is not UTF-8.
 _NOT_UTF8 = "Could not decode to UTF-8"
@@ -652,6 +201,16 @@ def _garbled(exc: UnicodeDecodeError) -> str:
         if isinstance(exc.object, bytes) else ""
     return (f"the database file is damaged (SQLite says: {shown}); restore it from a "
             "backup")
+
+
+def _failed(prefix: str, exc: sqlite3.Error, wait: float, tail: str = "", *,
+            path: str | None = None, plain: bool = False) -> StoreError:
+    """SQLite's error as one line: :class:`StoreUnavailable` when another connection held
+    the database for longer than the busy timeout (what it waited for, and how long)."""
+    if is_transient(exc):
+        return StoreUnavailable(f"{prefix}: waited {wait:g}s for another process's lock on "
+                                f"the database ({exc}){tail}; try again")
+    return StoreError(f"{prefix}: {exc if plain else _what(exc, path)}{tail}")
 
 
 def _what(exc: sqlite3.Error, path: str | None = None) -> str:
@@ -750,7 +309,8 @@ class _Transaction:
             try:
                 store._db.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise StoreError(f"database {store.path!r}: {exc}") from None
+                raise _failed(f"database {store.path!r}", exc, store.busy_seconds,
+                              plain=True) from None
         except BaseException:
             store._lock.release()
             raise
@@ -771,8 +331,8 @@ class _Transaction:
                 raise StoreError(f"database {store.path!r}: {_garbled(exc)}; nothing of this "
                                  "write was saved") from None
             if isinstance(exc, sqlite3.Error):
-                raise StoreError(f"database {store.path!r}: {_what(exc)}; nothing of this "
-                                 "write was saved") from None
+                raise _failed(f"database {store.path!r}", exc, store.busy_seconds,
+                              "; nothing of this write was saved") from None
             if isinstance(exc, OverflowError | ValueError):
                 # A value SQLite cannot hold (an integer beyond 64 bits, a NUL in text).
                 raise StoreError(f"database {store.path!r}: a value cannot be stored "
