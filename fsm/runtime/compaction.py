@@ -31,6 +31,18 @@ from fsm.policy import NO_USAGE, PolicyUnavailable, Usage
 from fsm.records import Compaction, RunState, canonical, describe, text_json
 from fsm.runtime.view import compacted
 from fsm.spec import WorkflowSpec
+from fsm.transcript import (
+    ApprovalNote,
+    CustomerReply,
+    Message,
+    RuntimeNote,
+    ToolCall,
+    ToolError,
+    ToolResult,
+    UserMessage,
+    read,
+    read_all,
+)
 
 SETTING = "compaction_threshold_chars"
 DEFAULT_THRESHOLD_CHARS = 48_000
@@ -115,13 +127,14 @@ class Compactor:
         return int(settings.get(SETTING, DEFAULT_THRESHOLD_CHARS))
 
     def plan(self, spec: WorkflowSpec, run: RunState, messages: list[dict[str, Any]],
-             path: Callable[[], list[tuple[str, str]]]) -> Plan | None:
+             path: Callable[[], list[tuple[str, str]]], *,
+             limit: int | None = None) -> Plan | None:
         """What to compact in ``run``'s view, or ``None`` when it is small enough.
 
         ``path`` gives ``(event, state after)`` of every transition so far; it is asked
-        only when a summary is written.
+        only when a summary is written. ``limit`` replaces the threshold.
         """
-        limit = self.threshold(spec.settings)
+        limit = self.threshold(spec.settings) if limit is None else limit
         before = view_chars(compacted(messages, run.compaction))
         if before <= limit:
             return None
@@ -152,6 +165,13 @@ class Compactor:
             return Plan(None, summary.usage, detail)
         return Plan(compaction, summary.usage, detail)
 
+    def shrink(self, spec: WorkflowSpec, run: RunState, messages: list[dict[str, Any]],
+               path: Callable[[], list[tuple[str, str]]]) -> Plan | None:
+        """A compaction to half the view's current size, for a model whose context the
+        view overflowed; ``None`` when nothing can be folded away."""
+        before = view_chars(compacted(messages, run.compaction))
+        return self.plan(spec, run, messages, path, limit=max(before // 2, 1))
+
     def cut(self, messages: Sequence[Mapping[str, Any]], keep_chars: int) -> int:
         """Index of the first message kept verbatim; tool results stay with their call."""
         start = len(messages)
@@ -162,7 +182,7 @@ class Compactor:
                 break
             kept += size
             start -= 1
-        while 1 < start < len(messages) and messages[start].get("role") == "tool":
+        while 1 < start < len(messages) and read(messages[start]).role == "tool":
             start -= 1
         return start
 
@@ -197,13 +217,13 @@ def summarise(chunk: Chunk, *, max_chars: int = 4000) -> Summary:
     if chunk.path:
         head.append("Workflow path so far: "
                     + "; ".join(f"{e} → {s}" for e, s in chunk.path) + ".")
-    people = [m for m in chunk.messages
-              if m.get("role") == "user" and not m.get("runtime") and "summary_of" not in m]
+    typed = read_all(chunk.messages)
+    people = [m for m in typed if isinstance(m, UserMessage | ApprovalNote | CustomerReply)]
     if people:
         head.append("Said by people:")
-        head += [f"- {_excerpt(m.get('content'))}" for m in people[-_PEOPLE:]]
-    head.append(_calls_line(chunk.messages))
-    results = _result_lines(chunk.messages)
+        head += [f"- {_excerpt(m.content)}" for m in people[-_PEOPLE:]]
+    head.append(_calls_line(typed))
+    results = _result_lines(typed)
 
     def text() -> str:
         return "\n".join(head + (["Latest results:"] + results if results else []))
@@ -220,22 +240,24 @@ def facts_section(chunk: Chunk) -> list[str]:
                                              for k, v in chunk.facts.items()]
 
 
-def _calls_line(messages: Sequence[Mapping[str, Any]]) -> str:
-    calls = Counter(str(m["tool"]) for m in messages
-                    if m.get("role") == "assistant" and m.get("tool"))
-    errors = sum(1 for m in messages if m.get("role") == "tool" and "error" in m)
-    refused = sum(1 for m in messages if m.get("runtime"))
+def _calls_line(messages: Sequence[Message]) -> str:
+    calls = Counter(m.tool for m in messages if isinstance(m, ToolCall) and m.tool)
+    errors = sum(1 for m in messages if isinstance(m, ToolError))
+    refused = sum(1 for m in messages if isinstance(m, RuntimeNote))
     listing = ", ".join(f"{name} ×{n}" for name, n in sorted(calls.items())) or "none"
     return f"Tool calls: {listing}; errors or refusals: {errors + refused}."
 
 
-def _result_lines(messages: Sequence[Mapping[str, Any]], last: int = 4) -> list[str]:
+def _result_lines(messages: Sequence[Message], last: int = 4) -> list[str]:
     lines = []
     for m in messages:
-        if m.get("role") != "tool":
+        if isinstance(m, ToolError):
+            outcome = f"error: {m.error}"
+        elif isinstance(m, ToolResult):
+            outcome = text_json(m.result)
+        else:
             continue
-        outcome = f"error: {m['error']}" if "error" in m else text_json(m.get("result"))
-        lines.append(f"- {m.get('tool')} → {_excerpt(outcome)}")
+        lines.append(f"- {m.tool} → {_excerpt(outcome)}")
     return lines[-last:]
 
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from fsm.hooks import HookSet
+from fsm.records import RunState
 from fsm.spec import WorkflowSpec
-from fsm.store.base import Store
+from fsm.store.roles import Approvals, Conversations, Effects, RunReads, Runs
 from fsm.tools import Resources
 
 Clock = Callable[[], float]
+
+
+class StepStore(Runs, Effects, Approvals, Conversations, Protocol):
+    """What a step asks of its store: it writes its run (one commit), claims the effects of
+    its writes, and reads the run's approvals and customer replies."""
 
 
 class Transcripts:
@@ -20,7 +27,7 @@ class Transcripts:
     forgets the run, so the next read comes from the store again.
     """
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: RunReads) -> None:
         self._store = store
         self._cache: dict[str, list[dict[str, Any]]] = {}
 
@@ -28,11 +35,15 @@ class Transcripts:
         """The whole transcript of ``run_id`` (shared: treat it as read-only)."""
         cached = self._cache.get(run_id)
         if cached is None:
-            cached = self._cache[run_id] = self._store.messages(run_id)
+            cached = self.load(self._store.load_run(run_id))
         return cached
 
-    def load(self, run_id: str) -> None:
-        self._cache[run_id] = self._store.messages(run_id)
+    def load(self, run: RunState) -> list[dict[str, Any]]:
+        """Read ``run``'s transcript: the messages its steps wrote, which the run row counts.
+        A row past that count was written by no step, and nobody is shown it."""
+        loaded = self._cache[run.run_id] = self._store.messages(run.run_id, 0,
+                                                                run.message_count)
+        return loaded
 
     def extend(self, run_id: str, messages: list[dict[str, Any]]) -> None:
         cached = self._cache.get(run_id)
@@ -48,7 +59,7 @@ class StepContext:
     """Everything a :class:`~fsm.runtime.step.Step` reads besides the run itself."""
 
     spec: WorkflowSpec
-    store: Store
+    store: StepStore
     clock: Clock
     transcripts: Transcripts
     #: Characters of a tool result kept in the transcript; the rest goes to artifacts.
@@ -64,3 +75,24 @@ class StepContext:
     #: The lease owner the step writes as: the store refuses a commit or an effect claim
     #: from an owner that no longer holds the run's lease (``None``: no check).
     owner: str | None = None
+    #: The engine's hooks (``None``: it has none, and builds no view for them).
+    hooks: HookSet | None = None
+
+
+@dataclass(frozen=True)
+class RunMove:
+    """One run's move to another definition, as a validated migration plan decided it
+    (:meth:`~fsm.runtime.step.Step.migrate` writes it)."""
+
+    #: The definition the run moves to.
+    to: WorkflowSpec
+    #: The state it is in there.
+    state: str
+    #: Who moves it (an operator's name, logged as the reviewer of the move).
+    by: str
+    #: What the ``migrated`` event records: both hashes and versions, the map.
+    detail: dict[str, Any]
+    #: A call waiting for approval is asked for again under the target (True), or the
+    #: target refuses it and it goes back to the model with ``why`` (False).
+    ask_again: bool = True
+    why: str = ""

@@ -9,9 +9,9 @@ model and an event in the log.
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
-from typing import Any
+from collections.abc import Generator, Iterable, Iterator
+from typing import Any, NamedTuple, cast
 
 from pydantic import ValidationError
 
@@ -19,54 +19,96 @@ from fsm.errors import (
     DefinitionChanged,
     FSMError,
     InvalidRunState,
+    RowDamaged,
     RunLocked,
+    Unavailable,
+    is_transient,
     validation_summary,
 )
-from fsm.faults import fault
-from fsm.policy import NO_USAGE, Action, PolicyFn, PolicyUnavailable, Usage, as_action
+from fsm.hooks import Hooks, HookSet, installed
+from fsm.policy import (
+    NO_USAGE,
+    Action,
+    PolicyFn,
+    PolicyRefused,
+    PolicyUnavailable,
+    Usage,
+    as_action,
+)
 from fsm.records import (
     ApprovedCall,
     Budgets,
     Effect,
+    Handover,
     RunState,
+    Status,
     check_plain_json,
     describe,
     new_id,
+    one_line,
+    policy_record,
+    same_policy,
     shown,
     storable,
 )
-from fsm.runtime import review
+from fsm.runtime import claims, desk, observe, review
 from fsm.runtime.budgets import raised_budgets
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.context import Clock, StepContext, Transcripts
+from fsm.runtime.conversing import Conversations
+from fsm.runtime.leases import HEARTBEATS, Lease
+from fsm.runtime.observe import Outcome
+from fsm.runtime.retry import Retry
 from fsm.runtime.step import Step
 from fsm.runtime.view import Schemas, render
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.lease import new_owner
 from fsm.tools import Resources
+from fsm.transcript import UserMessage
+from fsm.versions import definition_record
 
 
-class Engine:
-    """Drives runs of one workflow against one store with one policy."""
+class _Bound(NamedTuple):
+    """What the engine drives a run with: the run's own definition, and the step context
+    and tool schemas made from it."""
 
-    #: Seconds a run's lease lasts without a heartbeat (see ``_Lease``).
+    spec: WorkflowSpec
+    ctx: StepContext
+    schemas: Schemas
+
+
+class Engine(Conversations):
+    """Drives runs of one workflow against one store with one policy.
+
+    New runs start on ``spec``; a run started on one of the versions ``spec`` keeps
+    (``define_workflow(..., earlier=[...])``) resumes on that version. A run whose
+    definition is not kept is refused with :class:`~fsm.errors.DefinitionChanged`.
+    """
+
+    #: Seconds a run's lease lasts without a heartbeat (see :mod:`fsm.runtime.leases`).
     lease_seconds: float = 30.0
+    #: Seconds a step may last before this engine gives the run's lease back instead of
+    #: renewing it (``None``: no limit): a run stuck on something that never answers is
+    #: left to another process, and the stuck step can no longer commit or write.
+    step_timeout: float | None = None
 
     def __init__(
         self, spec: WorkflowSpec, store: Store, policy: PolicyFn | None = None, *,
         budgets: Budgets | None = None, result_cap: int = 8000, max_repeats: int | None = 3,
         clock: Clock = time.time, compactor: Compactor | None = None,
         plain_errors: bool = False, resources: Resources | None = None,
+        retry: Retry | None = None, hooks: Iterable[Hooks] = (),
     ) -> None:
         self.spec = spec
+        #: How runs the infrastructure failed are tried again, and when they are handed over.
+        self.retry = retry or Retry()
         self.store = store
         self.policy = policy
         self.budgets = budgets or Budgets()
         self.clock = clock
         self.compactor = compactor
         self._transcripts = Transcripts(store)
-        self._schemas = Schemas.of(spec)
         #: The workflow's resources, opened from the store's location on first use (or
         #: shared, when given: a worker keeps one set for all the runs it drives).
         self._own_resources = resources is None
@@ -77,6 +119,12 @@ class Engine:
             has_events=any(spec.transitions.values()), resources=self.resources,
             owner=new_owner(),
         )
+        #: The hooks (see :mod:`fsm.hooks`): those installed in this process, then these.
+        self.hooks = HookSet([*installed(), *hooks])
+        if self.hooks:
+            self._ctx = dataclasses.replace(self._ctx, hooks=self.hooks)
+        #: definition hash → what a run on that definition is driven with.
+        self._bound: dict[str, _Bound] = {}
 
     @property
     def owner(self) -> str:
@@ -88,6 +136,22 @@ class Engine:
     @owner.setter
     def owner(self, owner: str) -> None:
         self._ctx = dataclasses.replace(self._ctx, owner=owner)
+        self._bound = {}
+
+    def add_hook(self, hook: Hooks) -> None:
+        """Call ``hook`` at every hook point of the runs this engine drives from now on."""
+        self.hooks.add(hook)
+        self._ctx = dataclasses.replace(self._ctx, hooks=self.hooks)
+        self._bound = {}
+
+    def _on(self, spec: WorkflowSpec) -> _Bound:
+        """The context and schemas for runs on ``spec`` (one of the kept versions)."""
+        found = self._bound.get(spec.definition_hash)
+        if found is None:
+            ctx = self._ctx if spec is self.spec else dataclasses.replace(
+                self._ctx, spec=spec, has_events=any(spec.transitions.values()))
+            found = self._bound[spec.definition_hash] = _Bound(spec, ctx, Schemas.of(spec))
+        return found
 
     def close(self) -> None:
         """Close the workflow resources this engine opened (not the store)."""
@@ -106,66 +170,191 @@ class Engine:
               budgets: Budgets | None = None, drive: bool = True,
               meta: dict[str, Any] | None = None) -> RunState:
         """Create a run in the initial state with ``goal`` as the first message, and drive it."""
+        return self._begin(goal, user=user, run_id=run_id, budgets=budgets, drive=drive,
+                           meta=meta)
+
+    def _begin(self, goal: str, *, user: str, run_id: str | None, budgets: Budgets | None,
+               drive: bool, meta: dict[str, Any] | None,
+               token_hash: str | None = None) -> RunState:
         now = self.clock()
+        self.store.record_definition(definition_record(self.spec, now))
         run = RunState(
             run_id=run_id or new_id(), workflow=self.spec.name,
             definition_hash=self.spec.definition_hash, user=user, state=self.spec.initial,
             budgets=budgets or self.budgets, created_at=now, updated_at=now,
         )
         s = Step(self._ctx, run, step=0)
-        s.message({"role": "user", "content": goal})
+        s.message(UserMessage.make(content=goal))
         s.event("start", state_after=run.state, detail={"user": user, **(meta or {})})
+        s.token_hash = token_hash
         s.entered(None)
         run = s.create()
         return self.resume(run.run_id) if drive and run.status == "running" else run
 
-    def resume(self, run_id: str, *, take_over: bool = False) -> RunState:
+    def resume(self, run_id: str, *, take_over: bool = False,
+               policy_record: dict[str, Any] | None = None) -> RunState:
         """Continue a run from its last checkpoint until it stops.
 
         ``take_over`` takes the run's lease from whoever holds it — for a holder this
         host cannot see is gone (another machine, a reused process id). Make sure it is.
+
+        ``policy_record`` names the policy this engine drives the run with (as a start
+        event records it: ``{"policy": "model:NAME", "base_url": ..., "settings": ...}``,
+        never a secret); when it differs from the one the run's log records, the change
+        is logged as a ``policy_set`` event, and later resumes continue with it.
         """
-        with self._lease(run_id, force=take_over) as previous:
-            run = self._load(run_id)
-            # A paused run is only released, not written: a new version would make its
-            # pending approval stale.
-            if take_over and previous and run.status != "awaiting_approval":
-                s = Step(self._ctx, run, step=run.step)
-                s.event("takeover", detail={"from": previous})
-                run = s.save()
-            run = self._expire_if_due(run)
-            if run.status == "model_unavailable":
-                s = Step(self._ctx, run, step=run.step)
-                s.continue_after("resume", after="model_unavailable")
-                run = s.save()
-            return self._drive(run) if run.status == "running" else run
+        driving = self._steps(run_id, take_over, policy_record)
+        while True:
+            try:
+                next(driving)
+            except StopIteration as done:
+                return cast(RunState, done.value)
+
+    def steps(self, run_id: str, *, take_over: bool = False,
+              policy_record: dict[str, Any] | None = None
+              ) -> Generator[Outcome, None, RunState]:
+        """Drive a run as :meth:`resume` does, yielding an :class:`Outcome` after each
+        step's commit: ``for outcome in engine.steps(run_id): ...``.
+
+        The run's lease is held (and renewed) until the iterator is exhausted or
+        closed; breaking out of the loop (or ``close()``) leaves the run where its last
+        commit put it, to be resumed later. A run with nothing to drive yields nothing.
+        """
+        driving = self._steps(run_id, take_over, policy_record)
+        try:
+            while True:
+                yield Outcome.of(next(driving))
+        except StopIteration as done:
+            return cast(RunState, done.value)
+        finally:
+            driving.close()
+
+    def step(self, run_id: str, *, take_over: bool = False) -> Outcome | None:
+        """Drive one step of a run and let go of it; its outcome (``None``: the run had
+        nothing to drive: it waits, or it has stopped)."""
+        driving = self.steps(run_id, take_over=take_over)
+        try:
+            return next(driving, None)
+        finally:
+            driving.close()
+
+    def _steps(self, run_id: str, take_over: bool, policy_record: dict[str, Any] | None
+               ) -> Generator[RunState, None, RunState]:
+        """The run after each step (then as it was left), for :meth:`steps` and
+        :meth:`resume`; what it was left as is the generator's return value."""
+        with self._lease(run_id, force=take_over, kind="resume") as previous:
+            run, b = self._load(run_id)
+            run = self._prepared(run, b, previous if take_over else None, policy_record)
+            if run.status in ("running", "awaiting_customer"):
+                for stepped in self._driving(run, b):
+                    run = stepped
+                    yield run
+        settled = self.settled(run)
+        if settled is not run:
+            yield settled
+        return settled
+
+    def _prepared(self, run: RunState, b: _Bound, took_from: str | None,
+                  policy_record: dict[str, Any] | None) -> RunState:
+        """What resuming does before the first step: log a takeover, apply what is due,
+        make a run stopped for its model runnable again, log a change of policy."""
+        # A paused run is only released, not written: a new version would make its
+        # pending approval (or the request its customer answers) stale.
+        if took_from and run.status not in ("awaiting_approval", "awaiting_customer"):
+            s = Step(b.ctx, run, step=run.step)
+            s.event("takeover", detail={"from": took_from})
+            run = s.save()
+        run = self._expire_if_due(run, b)
+        run = self.unanswered_if_due(run, b)
+        if run.status in ("model_unavailable", "model_refused"):
+            s = Step(b.ctx, run, step=run.step)
+            s.continue_after("resume", after=run.status)
+            run = s.save()
+        if run.status == "running" and policy_record is not None:
+            run = self._record_policy(run, b, policy_record)
+        return run
+
+    def _record_policy(self, run: RunState, b: _Bound, record: dict[str, Any]) -> RunState:
+        recorded = policy_record(self.store.events(run.run_id))
+        if same_policy(recorded, record):
+            return run
+        s = Step(b.ctx, run, step=run.step)
+        s.policy_set(record, recorded)
+        return s.save()
 
     def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "", *,
                event: str | None = None, drive: bool = True,
                amend: dict[str, Any] | None = None) -> RunState:
         """Approve or deny what a paused run waits for, then continue the run.
 
-        ``drive=False`` only records the decision and leaves the run to the workers.
+        ``drive=False`` only records the decision and leaves the run to the workers. When
+        the infrastructure fails the run's next step (:class:`~fsm.errors.Unavailable`),
+        the decision stands and the run is returned ``running``, to be tried again.
 
         ``event`` names the human event to fire when the waiting state has more than
         the workflow's approve and deny events. ``amend`` approves with changed arguments
         (e.g. ``{"amount_paise": 120_000}``), where the workflow's ``amend`` hook allows it.
         """
-        with self._lease(run_id):
-            run = self._load(run_id)
+        with self._lease(run_id, kind="decide"):
+            run, b = self._load(run_id)
             if run.status != "awaiting_approval" or run.pending is None:
                 raise review.not_waiting(
                     run, self.store.approvals(run.run_id, pending_only=False))
             approval = review.pending_approval(self.store, run)
-            ruling = review.review(self.spec, run, approval, approved=approved,
+            ruling = review.review(b.spec, run, approval, approved=approved,
                                    reviewer=reviewer, note=note, now=self.clock(), event=event,
                                    amend=amend)
-            s = Step(self._ctx, run, step=run.step)
+            s = Step(b.ctx, run, step=run.step)
             s.apply_ruling(ruling)
             run = s.save()
             if ruling.verdict == "expired":
                 raise review.expired_error(run_id, approval, run)
-            return self._drive(run) if drive and run.status == "running" else run
+            if drive and run.status == "running":
+                try:
+                    run = self._drive(run, b)
+                except Unavailable:
+                    pass  # the decision stands; the run stays running, to be tried again
+        return self.settled(run)
+
+    def take_handover(self, run_id: str, person: str, *, note: str | None = None
+                      ) -> RunState:
+        """Take a handed-over run at the desk: it is assigned to ``person`` (logged as
+        ``take``). One another person took is taken over only with a ``note`` saying why
+        (logged with whom it was taken from); without one,
+        :class:`~fsm.errors.HandoverRefused`."""
+        with self._lease(run_id, kind="desk"):
+            run, b = self._load(run_id)
+            s = Step(b.ctx, run, step=run.step)
+            desk.take(s, self._handover(run_id), person, note)
+            return s.save()
+
+    def close_handover(self, run_id: str, person: str, outcome: str, note: str, *,
+                       event: str | None = None, drive: bool = True) -> RunState:
+        """Close a handed-over run's handover with ``outcome`` (``resolved``, ``resumed``,
+        ``closed``) and a required ``note`` (logged as ``close``). ``resumed`` fires
+        ``event``, a person's event out of the hand-over state, and continues the run
+        (``drive=False``: leaves it to the workers)."""
+        with self._lease(run_id, kind="desk"):
+            run, b = self._load(run_id)
+            s = Step(b.ctx, run, step=run.step)
+            desk.close(s, self._handover(run_id), person, outcome, note, event)
+            run = s.save()
+            return self._drive(run, b) if drive and run.status == "running" else run
+
+    def fork(self, run_id: str, *, at: int, new_run_id: str | None = None) -> RunState:
+        """A new run from what run ``run_id`` had committed at step ``at`` (not driven;
+        resume it to continue). See :mod:`fsm.runtime.forking`."""
+        from fsm.runtime.forking import fork
+
+        return fork(self, run_id, at=at, new_run_id=new_run_id)
+
+    def context_for(self, spec: WorkflowSpec) -> StepContext:
+        """The step context this engine writes runs on ``spec`` (one of its versions) with."""
+        return self._on(spec).ctx
+
+    def _handover(self, run_id: str) -> Handover | None:
+        rows = self.store.run_handovers(run_id)
+        return rows[-1] if rows else None
 
     def raise_budgets(self, run_id: str, limits: dict[str, Any], by: str) -> RunState:
         """Raise budgets of a run (an operator's decision, logged as a ``budget`` event with
@@ -173,140 +362,301 @@ class Engine:
 
         ``limits`` maps :class:`Budgets` fields to new limits, each above what was used.
         """
-        with self._lease(run_id):
-            run = self._load(run_id)
+        with self._lease(run_id, kind="budgets"):
+            run, b = self._load(run_id)
             budgets, changes = raised_budgets(run, limits, by)
-            s = Step(self._ctx, run, step=run.step)
+            s = Step(b.ctx, run, step=run.step)
             s.raise_budgets(budgets, by, changes)
             return s.save()
 
-    def sweep(self, skipped: list[tuple[str, str]] | None = None) -> list[str]:
-        """Apply every expired approval; return the ids of the runs it expired.
+    def sweep(self, skipped: list[tuple[str, str]] | None = None, *,
+              failed: list[tuple[str, str]] | None = None,
+              damaged: list[RowDamaged] | None = None) -> list[str]:
+        """Apply every expired approval, and every wait for a customer of this workflow
+        that passed its time; return the ids of the runs it expired.
 
-        A run that cannot be touched now (driven by another process, or pinned to another
-        definition) is left for the next sweep and reported in ``skipped`` as (run, why).
+        Each run is swept on its own. A run that cannot be touched now (driven by another
+        process, or pinned to another definition) is left for the next sweep and reported
+        in ``skipped`` as (run, why); a run that cannot be swept at all (a damaged row, a
+        write the database refuses) goes to ``failed`` as (run, why), and an approval row
+        that cannot be read to ``damaged``. Every other run is swept all the same; without
+        ``failed`` (or ``damaged``) the first such problem is raised once they are.
         """
         touched = []
         now = self.clock()
-        for a in self.store.approvals(pending_only=True):
-            if a.expires_at > now or self.store.load_run(a.run_id).workflow != self.spec.name:
+        rows: list[RowDamaged] = []
+        problems: list[FSMError] = []
+        for a in self.store.approvals(pending_only=True, damaged=rows):
+            if a.expires_at > now:
                 continue
             try:
-                with self._lease(a.run_id):
-                    run = self._load(a.run_id)
-                    expired = self._expire_if_due(run) is not run
+                if self._sweep_one(a.run_id):
+                    touched.append(a.run_id)
             except (RunLocked, DefinitionChanged) as exc:
                 if skipped is not None:
                     skipped.append((a.run_id, str(exc)))
-                continue
-            if expired:  # not decided by someone else meanwhile
-                touched.append(a.run_id)
+            except FSMError as exc:
+                if failed is None:
+                    problems.append(exc)
+                else:
+                    failed.append((a.run_id, str(exc)))
+        touched += self.sweep_conversations(skipped, failed=failed, problems=problems,
+                                            damaged=rows)
+        if damaged is None:
+            problems[:0] = rows
+        else:
+            damaged.extend(rows)
+        if problems:
+            raise problems[0]
         return touched
+
+    def _sweep_one(self, run_id: str) -> bool:
+        """Expire the run's approval if it is due; whether it did (not when someone
+        decided it meanwhile, or the run is of another workflow)."""
+        if self.store.load_run(run_id).workflow != self.spec.name:
+            return False
+        with self._lease(run_id, kind="sweep"):
+            run, b = self._load(run_id)
+            return self._expire_if_due(run, b) is not run
 
     # -- the loop ---------------------------------------------------------------------
 
-    def _drive(self, run: RunState) -> RunState:
+    def _drive(self, run: RunState, b: _Bound) -> RunState:
+        last = run
+        for last in self._driving(run, b):  # noqa: B007 - the last one is the result
+            pass
+        return last
+
+    def _driving(self, run: RunState, b: _Bound) -> Iterator[RunState]:
+        """The run after each step, until it stops or waits."""
         # Only the first step after loading can find a write claimed by a process that
         # died: while this engine holds the lease, nobody else claims this run's keys.
         first = True
-        while run.status == "running":
-            if isinstance(run.pending, ApprovedCall):
-                s = Step(self._ctx, run, step=run.pending.step)
-                s.run_approved(run.pending)
-                run = s.save()
-            else:
-                run = self._step(run, look_for_claim=first)
-                first = False
-        return run
+        while run.status in ("running", "awaiting_customer"):
+            try:
+                if isinstance(run.pending, ApprovedCall):
+                    s = Step(b.ctx, run, step=run.pending.step)
+                    s.run_approved(run.pending)
+                    run = s.save()
+                elif self._unread(run, b) and not (first and self._claim_left(run)):
+                    # What the customer said is read before the model is asked again (after
+                    # a step a crash left half done, which the model took without it).
+                    run = self.read_replies(run, b)
+                elif run.status == "running":
+                    run = self._step(run, b, look_for_claim=first)
+                    first = False
+                else:
+                    return
+            except Unavailable as exc:
+                if exc.run_id is not None:
+                    raise  # logged and counted already (by _step)
+                yield self._unavailable(run.run_id, b, exc, NO_USAGE)
+                return
+            HEARTBEATS.progress(self, run.run_id)
+            yield run
 
-    def _step(self, run: RunState, *, look_for_claim: bool = True) -> RunState:
+    def _unread(self, run: RunState, b: _Bound) -> bool:
+        return b.spec.converses and bool(self.store.replies(run.run_id, unread_only=True))
+
+    def _claim_left(self, run: RunState) -> bool:
+        claimed = self.store.effect(f"{run.run_id}:{run.step + 1}")
+        return claimed is not None and claimed.status == "STARTED"
+
+    def _step(self, run: RunState, b: _Bound, *, look_for_claim: bool = True) -> RunState:
         started = time.monotonic()
         step = run.step + 1
-        claimed = self.store.effect(f"{run.run_id}:{step}") if look_for_claim else None
-        if claimed is not None and claimed.status == "STARTED":
-            return self._recover(run, claimed, started)
+        try:
+            claimed = self.store.effect(f"{run.run_id}:{step}") if look_for_claim else None
+            if claimed is not None and claimed.status == "STARTED":
+                return self._recover(run, b, claimed, started)
+        except Unavailable as exc:
+            return self._unavailable(run.run_id, b, exc, NO_USAGE)
         reason = run.used.exhausted(run.budgets)
         if reason is not None:
-            s = Step(self._ctx, run, step=run.step)
+            s = Step(b.ctx, run, step=run.step)
             s.stop("budget_exhausted", reason)
             return s.save()
-        fault("before_policy", step)
-        s = Step(self._ctx, run, step=step, started=started)
-        self._compact(s)
-        record = s.record_view(s.run.compaction)
-        messages = self._transcripts.of(run.run_id)
-        action = self._ask(s, render(self.spec, self._schemas, run.run_id, record, messages))
-        if action is not None:
-            s.act(action)
-        return s.save()
+        if b.ctx.hooks is not None:
+            observe.before_policy(b.ctx.hooks, b.spec, run, step, self.policy)
+        s = Step(b.ctx, run, step=step, started=started)
+        try:
+            self._compact(s)
+            record = s.record_view(s.run.compaction)
+            messages = self._transcripts.of(run.run_id)
+            action = self._ask(s, render(b.spec, b.schemas, run.run_id, record, messages))
+            if action is not None:
+                s.act(action)
+            return s.save()
+        except Unavailable as exc:
+            return self._unavailable(run.run_id, b, exc, _spent(run, s.run))
+
+    def _unavailable(self, run_id: str, b: _Bound, exc: Unavailable, lost: Usage) -> RunState:
+        """The infrastructure failed a step, which rolled back: log it in a commit of its
+        own and raise :class:`Unavailable` with the delay before the next try, or hand the
+        run over once ``retry.tries`` tries in a row failed (and return it). When even
+        that commit cannot be made, the error is raised as it is (nothing counted)."""
+        self._transcripts.forget(run_id)
+        limit = self.retry.tries
+        try:
+            run = self.store.load_run(run_id)
+            tries = run.unavailable + 1
+            delay = self.retry.delay(tries)
+            s = Step(b.ctx, run, step=run.step)
+            s.unavailable(str(exc), lost, tries=tries, limit=limit, retry_in=delay)
+            run = s.save()
+        except Unavailable:
+            raise exc from None
+        if run.status != "running":
+            return run
+        raise Unavailable(f"run {run_id!r}: {exc} (try {tries} of {limit}; the next in "
+                          f"{delay:.1f}s)", run_id=run_id, retry_in=delay,
+                          tries=tries) from exc
 
     def _compact(self, s: Step) -> None:
         if self.compactor is None:
             return
         run_id = s.run.run_id
-        plan = self.compactor.plan(self.spec, s.run, self._transcripts.of(run_id),
+        plan = self.compactor.plan(s.ctx.spec, s.run, self._transcripts.of(run_id),
                                    lambda: _path(self.store, run_id))
         if plan is not None:
             s.compact(plan.compaction, plan.usage, plan.detail)
 
-    def _ask(self, s: Step, view: Any) -> Action | None:
+    def _ask(self, s: Step, view: Any, *, compacted: bool = False) -> Action | None:
         assert self.policy is not None, "this engine has no policy to drive runs with"
+        hooks = s.ctx.hooks
         try:
             raw = self.policy(view)
         except PolicyUnavailable as exc:
-            # The model never answered: what the attempts cost counts, the step does not.
-            try:
-                usage = Usage.model_validate(exc.usage)  # clamped, as an action's is
-            except ValidationError as bad:
-                s.spend(NO_USAGE, policy_call=True)
-                s.stop("failed", "policy raised PolicyUnavailable with a usage that is not "
-                                 f"one: {validation_summary(bad, 'usage')}")
-                return None
-            s.spend(usage, policy_call=True, uses_step=False)
-            s.stop("model_unavailable", f"model unavailable: {shown(exc)}")
-            return None
+            return self._not_answered(s, exc, compacted=compacted)
         except Exception as exc:  # a bug in the policy, not model output
+            if is_transient(exc):  # the policy's own database or network, for now
+                if hooks is not None:
+                    observe.after_policy(hooks, s, self.policy, NO_USAGE,
+                                         outcome="unavailable", error=describe(exc))
+                raise Unavailable(f"the policy: {describe(exc)}") from exc
             s.spend(NO_USAGE, policy_call=True)
             s.stop("failed", f"policy raised {describe(exc)}")
+            if hooks is not None:
+                observe.after_policy(hooks, s, self.policy, NO_USAGE, outcome="failed",
+                                     error=s.run.reason)
             return None
         action = usable(raw)
-        s.spend(action.usage, policy_call=True)
+        s.spend(action.usage, policy_call=True, request=action.request)
+        if hooks is not None:
+            observe.after_policy(hooks, s, self.policy, action.usage, outcome="action",
+                                 action=action, request=action.request, error=action.problem)
         return action
 
-    def _recover(self, run: RunState, effect: Effect, started: float) -> RunState:
-        s = Step(self._ctx, run, step=effect.step, started=started)
+    def _not_answered(self, s: Step, exc: PolicyUnavailable, *,
+                      compacted: bool) -> Action | None:
+        """The model never answered: what the attempts cost counts, the step does not."""
+        hooks = s.ctx.hooks
+        try:
+            usage = Usage.model_validate(exc.usage)  # clamped, as an action's is
+        except ValidationError as bad:
+            s.spend(NO_USAGE, policy_call=True)
+            s.stop("failed", "policy raised PolicyUnavailable with a usage that is not "
+                             f"one: {validation_summary(bad, 'usage')}")
+            if hooks is not None:
+                observe.after_policy(hooks, s, self.policy, NO_USAGE, outcome="failed",
+                                     error=s.run.reason)
+            return None
+        s.spend(usage, policy_call=True, uses_step=False, request=exc.request)
+        status: Status = "model_refused" if isinstance(exc, PolicyRefused) \
+            else "model_unavailable"
+        if hooks is not None:
+            observe.after_policy(hooks, s, self.policy, usage, request=exc.request,
+                                 outcome="refused" if status == "model_refused"
+                                 else "unavailable", error=one_line(shown(exc)))
+        if isinstance(exc, PolicyRefused) and exc.overflow and not compacted:
+            smaller = self._shrink(s)
+            if smaller is not None:
+                return self._ask(s, smaller, compacted=True)
+        words = "model refused the request" if status == "model_refused" \
+            else "model unavailable"
+        s.stop(status, f"{words}: {one_line(shown(exc))}", error=exc.detail)
+        return None
+
+    def _shrink(self, s: Step) -> Any:
+        """After a context overflow: a view compacted to half its size, recorded as the
+        step's view, or ``None`` when there is no compactor or nothing left to fold."""
+        if self.compactor is None:
+            return None
+        run_id = s.run.run_id
+        spec = s.ctx.spec
+        messages = self._transcripts.of(run_id)
+        plan = self.compactor.shrink(spec, s.run, messages,
+                                     lambda: _path(self.store, run_id))
+        if plan is None or plan.compaction is None:
+            return None
+        s.compact(plan.compaction, plan.usage, {**plan.detail, "overflow": True})
+        record = s.record_view(s.run.compaction)
+        return render(spec, self._on(spec).schemas, run_id, record, messages)
+
+    def _recover(self, run: RunState, b: _Bound, effect: Effect, started: float) -> RunState:
+        problem = claims.claim_problem(b.ctx, run, effect)
+        if problem is not None:
+            s = Step(b.ctx, run, step=run.step)
+            s.refuse_claim(effect, problem)
+            return s.save()
+        s = Step(b.ctx, run, step=effect.step, started=started)
         s.record_view(run.compaction)
         s.recover(effect)
         return s.save()
 
-    def _expire_if_due(self, run: RunState) -> RunState:
+    def _expire_if_due(self, run: RunState, b: _Bound) -> RunState:
         """Apply an expired approval: fire the expiry event, or tell the model."""
         if run.status != "awaiting_approval" or run.pending is None:
             return run
         approval = review.pending_approval(self.store, run)
         if not review.is_due(approval, self.clock()):
             return run
-        s = Step(self._ctx, run, step=run.step)
-        s.apply_ruling(review.expiry(self.spec, run, approval))
+        s = Step(b.ctx, run, step=run.step)
+        s.apply_ruling(review.expiry(b.spec, run, approval))
         return s.save()
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _load(self, run_id: str) -> RunState:
+    def _load(self, run_id: str) -> tuple[RunState, _Bound]:
         run = self.store.load_run(run_id)
         if run.workflow != self.spec.name:
             raise InvalidRunState(
                 f"run {run_id!r} belongs to workflow {run.workflow!r}, not {self.spec.name!r}",
                 run_id=run_id, state=run.state,
             )
-        if run.definition_hash != self.spec.definition_hash:
-            raise DefinitionChanged(run_id, run.workflow, run.definition_hash,
-                                    self.spec.definition_hash)
-        self._transcripts.load(run_id)
-        return run
+        spec = self.definition_of(run)
+        # Recorded on first use: a run started before stores kept definitions has its
+        # definition recorded by the first engine that drives it.
+        self.store.record_definition(definition_record(spec, self.clock()))
+        self._transcripts.load(run)
+        return run, self._on(spec)
 
-    def _lease(self, run_id: str, *, force: bool = False) -> _Lease:
-        return _Lease(self, run_id, force)
+    def definition_of(self, run: RunState) -> WorkflowSpec:
+        """The kept version ``run`` lives on; :class:`~fsm.errors.DefinitionChanged` (naming
+        the version and hash it needs, and how to migrate it) when this code lacks it."""
+        spec = self.spec.version_for(run.definition_hash)
+        if spec is None:
+            record = self.store.definition(run.definition_hash)
+            raise DefinitionChanged(
+                run.run_id, run.workflow, run.definition_hash, self.spec.definition_hash,
+                version=record.version if record is not None else "",
+                available=[v.label for v in self.spec.versions])
+        return spec
+
+    def _lease(self, run_id: str, *, force: bool = False, kind: str = "resume") -> Any:
+        lease = Lease(self, run_id, force, forget=self._transcripts.forget)
+        hooks = self.hooks
+        if hooks.wants("before_drive") or hooks.wants("after_drive"):
+            return observe.Driving(lease, hooks, self.spec, self.store, run_id, kind)
+        return lease
+
+
+def _spent(before: RunState, after: RunState) -> Usage:
+    """What a step that did not land spent on model calls (tokens and cost)."""
+    a, b = before.used, after.used
+    return Usage(input_tokens=b.input_tokens - a.input_tokens,
+                 output_tokens=b.output_tokens - a.output_tokens,
+                 cost_micros=b.cost_micros - a.cost_micros, calls=0)
 
 
 def _path(store: Store, run_id: str) -> list[tuple[str, str]]:
@@ -334,116 +684,3 @@ def usable(raw: Any) -> Action:
                       usage=action.usage,
                       problem=f"unusable policy output: arguments are not plain JSON ({exc})")
     return action
-
-
-# -- leases: an owner, an expiry, a heartbeat ------------------------------------------
-#
-# While a run is driven its lease is renewed every third of ``Engine.lease_seconds``.
-# A process that stops beating (killed, paused, cut off) loses the run once the lease
-# expires; its next commit or effect claim is refused by the store (``LeaseLost``),
-# because both carry ``Engine.owner`` and are checked in the same transaction.
-
-class _Heartbeats:
-    """One thread per process renews every lease the process holds, each every third of
-    its lifetime: a thread per lease would cost every run a thread start."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._wake = threading.Event()
-        #: token → (engine, run id, lease seconds, next beat on the monotonic clock)
-        self._held: dict[int, tuple[Engine, str, float, float]] = {}
-        self._thread: threading.Thread | None = None
-        self._tokens = 0
-
-    def hold(self, engine: Engine, run_id: str, ttl: float) -> int:
-        with self._lock:
-            self._tokens += 1
-            token = self._tokens
-            self._held[token] = (engine, run_id, ttl, time.monotonic() + ttl / 3)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="fsm-heartbeat")
-                self._thread.start()
-        self._wake.set()
-        return token
-
-    def drop(self, token: int) -> None:
-        with self._lock:
-            self._held.pop(token, None)
-
-    def _run(self) -> None:
-        while True:
-            self._wake.clear()
-            now = time.monotonic()
-            with self._lock:
-                due = [(t, h) for t, h in self._held.items() if h[3] <= now]
-                for t, (e, run_id, ttl, _) in due:
-                    self._held[t] = (e, run_id, ttl, now + ttl / 3)
-                nxt = min((h[3] for h in self._held.values()), default=now + 60.0)
-            for t, (e, run_id, ttl, _) in due:
-                self._beat(t, e, run_id, ttl)
-            self._wake.wait(max(nxt - time.monotonic(), 0.01))
-
-    def _beat(self, token: int, engine: Engine, run_id: str, ttl: float) -> None:
-        try:
-            if not engine.store.renew(run_id, engine.owner, engine.clock(), ttl):
-                self.drop(token)  # lost: the fence refuses this process's next write
-        except FSMError:
-            pass  # the database is unreachable: try again on the next beat
-
-
-_HEARTBEATS = _Heartbeats()
-
-
-#: (owner, run id) of every lease this process holds. The store lets an owner acquire
-#: again what it holds (a renewal), so two threads driving one run with one engine would
-#: both get in: the second is refused here.
-_HELD: set[tuple[str, str]] = set()
-_HELD_LOCK = threading.Lock()
-
-
-class _Lease:
-    def __init__(self, engine: Engine, run_id: str, force: bool = False) -> None:
-        self.engine = engine
-        self.run_id = run_id
-        self.force = force
-        self._token: int | None = None
-        self._held: tuple[str, str] | None = None
-
-    def __enter__(self) -> str | None:
-        e, ttl = self.engine, self.engine.lease_seconds
-        held = (e.owner, self.run_id)
-        with _HELD_LOCK:
-            if held in _HELD:
-                raise RunLocked(self.run_id, e.owner, this_process=True)
-            _HELD.add(held)
-        self._held = held
-        try:
-            previous = e.store.acquire(self.run_id, e.owner, e.clock(), force=self.force,
-                                       ttl=ttl)
-        except BaseException:
-            self._let_go()
-            raise
-        try:
-            self._token = _HEARTBEATS.hold(e, self.run_id, ttl)
-        except BaseException:  # no heartbeat (no thread to be had): give the run back
-            self.__exit__()
-            raise
-        return previous
-
-    def _let_go(self) -> None:
-        if self._held is not None:
-            with _HELD_LOCK:
-                _HELD.discard(self._held)
-            self._held = None
-
-    def __exit__(self, *exc: object) -> None:
-        if self._token is not None:
-            _HEARTBEATS.drop(self._token)
-        try:
-            self.engine.store.release(self.run_id, self.engine.owner)
-        except FSMError:
-            pass  # the database is unreachable: the lease expires on its own
-        finally:
-            self.engine._transcripts.forget(self.run_id)
-            self._let_go()

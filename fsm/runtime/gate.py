@@ -15,13 +15,19 @@ from pydantic import BaseModel, ValidationError
 
 from fsm.errors import validation_summary
 from fsm.policy import Action
-from fsm.records import RunState, describe, fingerprint, shown
+from fsm.records import RunState, fingerprint, shown
 from fsm.runtime.context import StepContext
+from fsm.runtime.customer import checked_proposal, confirmation_problem
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.tools import ToolSpec
 
 #: How many recent calls in the current state are remembered for repeat detection.
 RECENT_WINDOW = 20
+#: How many times a call that failed (the tool raised) may be made with the same
+#: arguments in one state: a transient error is retried, a broken call is not looped on.
+MAX_FAILED_CALLS = 3
+#: The mark of a failed call in the recent-calls window.
+FAILED = "failed:"
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,25 @@ class Pause:
     repeat_refusals: int | None = None
 
 
-Decision = Refuse | Finish | Fire | Call | Pause
+@dataclass(frozen=True)
+class Broken:
+    """The workflow's own code raised on this call (its check or approval rule): a bug,
+    which fails the run; nothing runs."""
+
+    tool: str
+    #: Which code raised, e.g. ``"the check of 'pay'"``.
+    where: str
+    error: Exception
+
+
+@dataclass(frozen=True)
+class AskCustomer:
+    """The model's text is a message to the customer: the run waits for the reply."""
+
+    text: str
+
+
+Decision = Refuse | Finish | Fire | Call | Pause | Broken | AskCustomer
 
 
 def _listing(names: Any) -> str:
@@ -91,6 +115,8 @@ def check(ctx: StepContext, run: RunState, action: Action) -> Decision:
     if action.problem is not None:
         return Refuse(action.problem, tool=action.tool)
     if action.final is not None:
+        if run.state in spec.asks_customer:
+            return _ask(spec, run.state, action.final)
         if run.state in spec.finish_states:
             return Finish(action.final)
         return Refuse(
@@ -101,6 +127,13 @@ def check(ctx: StepContext, run: RunState, action: Action) -> Decision:
     if action.tool == ADVANCE and ctx.has_events:
         return _event(spec, run.state, action.args)
     return _tool(ctx, run, action.tool, action.args)
+
+
+def _ask(spec: WorkflowSpec, state: str, text: str) -> Decision:
+    if not text.strip():
+        return Refuse(f"a message to the customer must say something. To ask the customer, "
+                      f"write the question as text; otherwise: {_proceed(spec, state)}")
+    return AskCustomer(text)
 
 
 def _event(spec: WorkflowSpec, state: str, args: dict[str, Any]) -> Decision:
@@ -116,6 +149,9 @@ def _event(spec: WorkflowSpec, state: str, args: dict[str, Any]) -> Decision:
     if event in spec.tool_events:
         return Refuse(f"event {event!r} is fired by the tool that reports it, not by the "
                       f"model (allowed: {_listing(allowed)})", tool=ADVANCE, event=event)
+    if event in spec.customer_events:
+        return Refuse(f"event {event!r} is fired only by the customer's reply, not by the "
+                      f"model (allowed: {_listing(allowed)})", tool=ADVANCE, event=event)
     if event not in allowed:
         return Refuse(f"event {event!r} is not allowed in state {state!r} "
                       f"(allowed: {_listing(allowed)})", tool=ADVANCE, event=event)
@@ -129,6 +165,10 @@ def _event(spec: WorkflowSpec, state: str, args: dict[str, Any]) -> Decision:
     elif payload:
         return Refuse(f"event {event!r} takes no payload (got: {_listing(sorted(payload))})",
                       tool=ADVANCE, event=event)
+    checked, problem = checked_proposal(spec, event, payload)
+    if checked is None:
+        return Refuse(str(problem), tool=ADVANCE, event=event)
+    payload = checked
     # The guard is the machine's condition; firing reports a guard refusal.
     return Fire(event, payload)
 
@@ -158,46 +198,57 @@ def _tool(ctx: StepContext, run: RunState, name: str, raw_args: Any) -> Decision
 def _rules(ctx: StepContext, run: RunState, tool: ToolSpec, args: BaseModel) -> Decision:
     """The tool's own check, repeat detection, then its approval rule.
 
-    The check and the approval rule are the workflow author's code run on model
-    input; if one raises, the call is refused (nothing runs) with the error.
+    The check and the approval rule are the workflow author's code; if one raises, that
+    is a bug in it, not an answer for the model: :class:`Broken` (nothing runs, the run
+    fails).
     """
     name = tool.name
+    if tool.confirmed_by is not None:
+        unconfirmed = confirmation_problem(run, tool, args.model_dump(mode="json"))
+        if unconfirmed is not None:
+            return Refuse(f"{name!r} refused: {unconfirmed}", tool=name)
     facts = MappingProxyType(run.facts)  # the workflow's code reads facts, never writes them
     try:
         problem = tool.check(args, facts) if tool.check is not None else None
     except Exception as exc:
-        problem = f"its check raised {describe(exc)}"
+        return Broken(name, f"the check of {name!r}", exc)
     if problem:
         return Refuse(f"{name!r} refused: {shown(problem)}", tool=name)
     counter: int | None = None
     if ctx.max_repeats is not None:
-        if call_fingerprint(name, args.model_dump(mode="json")) in run.recent_calls:
+        said = call_fingerprint(name, args.model_dump(mode="json"))
+        if said in run.recent_calls:
             return _repeated(run, name, ctx.max_repeats)
+        if run.recent_calls.count(FAILED + said) >= MAX_FAILED_CALLS:
+            return _repeated(run, name, ctx.max_repeats, failed=MAX_FAILED_CALLS)
         counter = 0
     try:
         pause = tool.needs_approval(args, facts)
     except Exception as exc:
-        return Refuse(f"{name!r} refused: its approval rule raised {describe(exc)}",
-                      tool=name)
+        return Broken(name, f"the approval rule of {name!r}", exc)
     return Pause(name, args, counter) if pause else Call(name, args, counter)
 
 
-def _repeated(run: RunState, name: str, max_repeats: int) -> Refuse:
+def _repeated(run: RunState, name: str, max_repeats: int, *, failed: int = 0) -> Refuse:
     count = run.repeat_refusals + 1
     fail = None
     if count >= max_repeats:
         fail = f"repetition loop: {name} repeated with the same arguments"
-    return Refuse(
-        f"repeated call: {name!r} was already called with these arguments in state "
-        f"{run.state!r}; use its result above or take another action", tool=name, fail=fail,
-        repeat_refusals=count,
-    )
+    said = (f"{name!r} failed {failed} times with these arguments in state {run.state!r}; "
+            "take another action" if failed else
+            f"{name!r} was already called with these arguments in state {run.state!r}; use "
+            "its result above or take another action")
+    return Refuse(f"repeated call: {said}", tool=name, fail=fail, repeat_refusals=count)
 
 
 def call_fingerprint(name: str, args: dict[str, Any]) -> str:
     return fingerprint({"tool": name, "args": args})
 
 
-def remembered(recent: list[str], name: str, args: dict[str, Any]) -> list[str]:
-    """The recent-calls window after a call of ``name`` with ``args``."""
-    return (recent + [call_fingerprint(name, args)])[-RECENT_WINDOW:]
+def remembered(recent: list[str], name: str, args: dict[str, Any], *,
+               failed: bool = False) -> list[str]:
+    """The recent-calls window after a call of ``name`` with ``args``: a call that
+    succeeded is not made again; one that failed may be, up to :data:`MAX_FAILED_CALLS`
+    times in all."""
+    said = (FAILED if failed else "") + call_fingerprint(name, args)
+    return (recent + [said])[-RECENT_WINDOW:]

@@ -34,7 +34,7 @@ from fsm.records import (
     utc,
 )
 from fsm.spec import WorkflowSpec
-from fsm.store.base import Store
+from fsm.store.roles import Approvals
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Ruling:
 
 
 
-def pending_approval(store: Store, run: RunState) -> Approval:
+def pending_approval(store: Approvals, run: RunState) -> Approval:
     """The approval row of the run's pause."""
     assert run.pending is not None
     aid = run.pending.approval_id
@@ -239,25 +239,32 @@ def bound_records(spec: WorkflowSpec) -> frozenset[str]:
     return found  # type: ignore[no-any-return]
 
 
-def approved_binding_problem(spec: WorkflowSpec, store: Store, run: RunState) -> str | None:
+def approved_binding_problem(spec: WorkflowSpec, store: Approvals, run: RunState) -> str | None:
     """Why what the run holds differs from what a person approved, or ``None``.
 
     The latest approval of a waiting state is bound to the record it asked about; before
     any write runs, that record must still equal the approved arguments.
     """
+    return approved_binding(spec, store, run)[1]
+
+
+def approved_binding(spec: WorkflowSpec, store: Approvals, run: RunState
+                     ) -> tuple[Approval | None, str | None]:
+    """The approval of a waiting state that the run's facts are bound to (``None``: none),
+    and why the facts differ from what it approved (``None``: they do not)."""
     keys = bound_records(spec)
     if not keys or not any(k in run.facts for k in keys):
-        return None
+        return None, None
     approved = [a for a in store.approvals(run.run_id, pending_only=False)
                 if a.tool is None and a.decision == "approved" and a.args]
     if not approved:
-        return None
+        return None, None
     last = approved[-1]
     if any(run.facts.get(k) == last.granted for k in keys):
-        return None
+        return last, None
     held = {k: run.facts.get(k) for k in sorted(keys)}
-    return (f"the run's {', '.join(sorted(keys))} {held} differs from what approval "
-            f"{last.approval_id} approved {last.granted}")
+    return last, (f"the run's {', '.join(sorted(keys))} {held} differs from what approval "
+                  f"{last.approval_id} approved {last.granted}")
 
 
 def _amended(spec: WorkflowSpec, run: RunState, ruling: Ruling,

@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import math
 import time
+import traceback
 from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel
 
-from fsm.errors import TransitionRefused
-from fsm.faults import fault
+from fsm.customer import AwaitingCustomer
+from fsm.errors import (
+    HandoverRefused,
+    TransitionRefused,
+    Unavailable,
+    WorkflowCodeError,
+    is_transient,
+)
 from fsm.machine import machine_for
 from fsm.policy import NO_USAGE, Action, Usage
 from fsm.records import (
@@ -30,12 +37,14 @@ from fsm.records import (
     Event,
     EventAwaitingPerson,
     EventKind,
+    Handover,
     RunState,
     Status,
     StepCommit,
     ViewRecord,
     call_subject,
     canonical,
+    check_plain_json,
     covered_rows,
     describe,
     fingerprint,
@@ -46,17 +55,36 @@ from fsm.records import (
     text_json,
     unreadable,
 )
-from fsm.runtime import gate
-from fsm.runtime.context import StepContext
-from fsm.runtime.review import Ruling, approved_binding_problem, bound_records
+from fsm.runtime import claims, desk, gate, observe
+from fsm.runtime.context import RunMove, StepContext
+from fsm.runtime.review import Ruling, approved_binding, bound_records
+from fsm.runtime.talking import CustomerSteps
 from fsm.spec import ADVANCE
+from fsm.store.people import outbox_keys
 from fsm.tools import ToolContext, ToolSpec
+from fsm.transcript import (
+    ApprovalNote,
+    AssistantText,
+    CustomerAnswer,
+    FinalAnswer,
+    Message,
+    RuntimeNote,
+    ToolCall,
+    ToolError,
+    ToolResult,
+    UserMessage,
+    shape,
+)
 
 #: Event columns that may hold text from the model or an exception (a refused tool name).
 _FREE_TEXT = ("tool", "event", "reason", "reviewer")
+#: The end of a traceback of workflow code kept in the log (characters).
+TRACEBACK_CHARS = 8_000
+#: The keys of a start or ``policy_set`` event that name the policy a run is driven with.
+_POLICY_KEYS = ("policy", "base_url", "timeout", "settings")
 
 
-class Step:
+class Step(CustomerSteps):
     """Collects what one step writes, then commits it in one transaction."""
 
     def __init__(self, ctx: StepContext, run: RunState, *, step: int,
@@ -75,6 +103,25 @@ class Step:
         self.new_approval: Approval | None = None
         self.decision: ApprovalDecision | None = None
         self.artifacts: dict[str, str] = {}
+        #: The desk's row this step writes (a handover opened, taken or closed).
+        self.handover: Handover | None = None
+        #: The status the run had when the step began (a hand-over opens a desk row).
+        self.was = run.status
+        #: The step moves the run to another definition (see :meth:`migrate`).
+        self.moves_definition = False
+        self.replies_read: list[int] = []
+        self.token_hash: str | None = None
+        #: The model's text beside its action: shown to the customer when the action asks
+        #: them to confirm a proposal.
+        self.said = ""
+        #: What a write of this step is bound to: the approved call it runs, or the
+        #: approval of a waiting state whose record the run holds.
+        self._approved: ApprovedCall | None = None
+        self._bound: Approval | None = None
+        #: Set when this step records an infrastructure failure (see :meth:`unavailable`).
+        self._fault = False
+        #: Set when this step has claimed a write's key (committed) and not yet called it.
+        self._claimed = False
 
     # -- record -------------------------------------------------------------------
 
@@ -87,26 +134,71 @@ class Step:
         """The idempotency key of a write made in this step."""
         return f"{self.run.run_id}:{self.step}"
 
-    def spend(self, usage: Usage, *, policy_call: bool, uses_step: bool = True) -> None:
+    def spend(self, usage: Usage, *, policy_call: bool, uses_step: bool = True,
+              request: dict[str, Any] | None = None) -> None:
         """Add ``usage`` to the run; a policy call counts a step unless the model never
-        answered (``uses_step=False``)."""
+        answered (``uses_step=False``). ``request`` is how a model adapter sent the call
+        (logged with it); each of its ``fallbacks`` is logged as a ``fallback`` event."""
         used = self.run.used  # the step's own copy
         used.steps += 1 if policy_call and uses_step else 0
         used.input_tokens += usage.input_tokens
         used.output_tokens += usage.output_tokens
         used.cost_micros += usage.cost_micros
-        if policy_call:
-            self.event("policy", cost_micros=usage.cost_micros,
-                       tokens=usage.input_tokens + usage.output_tokens,
-                       detail={"input_tokens": usage.input_tokens,
-                               "output_tokens": usage.output_tokens, "calls": usage.calls,
-                               **usage.notes(),
-                               **({} if uses_step else {"step_used": False})})
+        if not policy_call:
+            return
+        sent = _plain(request)
+        for fallback in (sent or {}).get("fallbacks") or []:
+            if isinstance(fallback, dict):
+                self.event("fallback", reason=str(fallback.get("reason") or "") or None,
+                           detail=fallback)
+        self.event("policy", cost_micros=usage.cost_micros,
+                   tokens=usage.input_tokens + usage.output_tokens,
+                   detail={"input_tokens": usage.input_tokens,
+                           "output_tokens": usage.output_tokens, "calls": usage.calls,
+                           **usage.notes(),
+                           **({} if uses_step else {"step_used": False}),
+                           **({"request": sent} if sent else {})})
 
-    def stop(self, status: Status, reason: str | None) -> None:
+    def stop(self, status: Status, reason: str | None, *, error: str | None = None) -> None:
+        """End the run (or pause it as model_unavailable/model_refused) with ``reason``,
+        one line; ``error`` is the whole text behind it (a server's answer), kept in the
+        log."""
         reason = None if reason is None else storable(reason)
         self._set(status=status, reason=reason)
-        self.event("stop", reason=reason, detail={"status": status})
+        detail: dict[str, Any] = {"status": status}
+        if error:
+            detail["error"] = storable(error)
+        self.event("stop", reason=reason, detail=detail)
+
+    def policy_set(self, record: dict[str, Any], previous: dict[str, Any]) -> None:
+        """From here on the run is driven by the policy ``record`` names (logged)."""
+        self.event("policy_set", detail={**record, "previous": {
+            k: v for k, v in previous.items() if k in _POLICY_KEYS}})
+
+    def unavailable(self, reason: str, lost: Usage, *, tries: int, limit: int,
+                    retry_in: float) -> None:
+        """Record that the infrastructure failed a step, which rolled back: what its model
+        calls cost (``lost``; no step is counted), and the tries failed in a row. At
+        ``limit`` the run is handed over; else it is tried again in ``retry_in`` seconds."""
+        reason = storable(reason)
+        self._fault = True
+        self.spend(lost, policy_call=False)
+        self._set(unavailable=tries)
+        self.event("unavailable", reason=reason, cost_micros=lost.cost_micros,
+                   tokens=lost.input_tokens + lost.output_tokens,
+                   detail={"tries": tries, "limit": limit, "retry_in": round(retry_in, 3)})
+        if tries >= limit:
+            self.stop("handed_over", f"the infrastructure failed {tries} tries in a row: "
+                                     f"{reason}")
+
+    def crash(self, where: str, exc: BaseException, reason: str | None = None) -> None:
+        """A bug in the workflow's own code (``where``): the run fails at once, with a
+        one-line reason and the exception's traceback in the log's stop event."""
+        reason = storable(reason or f"{where} raised {describe(exc)}")
+        trace = "".join(traceback.format_exception(exc))[-TRACEBACK_CHARS:]
+        self._set(status="failed", reason=reason)
+        self.event("stop", reason=reason, detail={
+            "status": "failed", "bug": {"in": where, "traceback": storable(trace)}})
 
     def continue_after(self, kind: EventKind, **detail: Any) -> None:
         """Make a stopped (model unavailable) or raised-budget run runnable again."""
@@ -121,26 +213,33 @@ class Step:
         if exhausted and self.run.used.exhausted(budgets) is None:
             self._set(status="running", reason=None)
 
-    def message(self, msg: dict[str, Any]) -> None:
-        self.messages.append(msg)
+    def message(self, msg: Message) -> None:
+        """Append ``msg`` to the step's new messages (kept as their stored JSON)."""
+        self.messages.append(msg.body())
 
-    def assistant(self, action: Action) -> None:
-        if action.final is not None:
-            self.message({"role": "assistant", "final": action.final})
+    # The two messages of nearly every step are written as their JSON at once (what
+    # ``make(...).body()`` gives, without the model in between).
+
+    def assistant(self, action: Action, *, to_customer: bool = False) -> None:
+        said = self.messages.append
+        if action.final is not None and to_customer:
+            said(CustomerAnswer.body_of(content=action.final))
+        elif action.final is not None:
+            said(FinalAnswer.body_of(final=action.final))
         elif action.tool is not None:
-            msg: dict[str, Any] = {"role": "assistant", "tool": action.tool, "args": action.args}
             if action.text:
-                msg["text"] = action.text
-            self.message(msg)
+                said(ToolCall.body_of(tool=action.tool, args=action.args, text=action.text))
+            else:
+                said(ToolCall.body_of(tool=action.tool, args=action.args))
         else:
-            self.message({"role": "assistant", "content": action.text or ""})
+            said(AssistantText.body_of(content=action.text or ""))
 
     def tool_result(self, tool: str, *, result: Any = None, error: str | None = None,
                     text: str | None = None) -> None:
         if error is not None:
-            self.message({"role": "tool", "tool": tool, "error": error})
+            self.messages.append(ToolError.body_of(tool=tool, error=error))
         else:
-            self.message({"role": "tool", "tool": tool, "result": self._cap(result, text)})
+            self.messages.append(ToolResult.body_of(tool=tool, result=self._cap(result, text)))
 
     def _cap(self, result: Any, text: str | None = None) -> Any:
         """``result`` for the transcript, or an excerpt of it and the artifact that keeps
@@ -187,7 +286,9 @@ class Step:
 
     def act(self, action: Action) -> None:
         """Gate the action and apply the decision."""
-        self.assistant(action)
+        self.assistant(action, to_customer=action.problem is None and action.final is not None
+                       and self.run.state in self.ctx.spec.asks_customer)
+        self.said = action.text or ""
         if self._binding_broken(action):
             return
         decision = gate.check(self.ctx, self.run, action)
@@ -204,15 +305,20 @@ class Step:
             self.fire(decision.event, decision.payload, by_model=True)
         elif isinstance(decision, gate.Pause):
             self._pause_call(decision.tool, decision.args)
+        elif isinstance(decision, gate.Broken):
+            self.tool_result(decision.tool, error=_BUG)
+            self.crash(decision.where, decision.error)
+        elif isinstance(decision, gate.AskCustomer):
+            self.wait_for_customer(decision.text)
         else:
             self.execute(decision.tool, decision.args, key=self.key)
 
     def _refuse(self, refusal: gate.Refuse) -> None:
         reason = storable(refusal.reason)  # a tool's check may return any text
         if refusal.tool is not None:
-            self.message({"role": "tool", "tool": refusal.tool, "error": reason})
+            self.message(ToolError.make(tool=refusal.tool, error=reason))
         else:
-            self.message({"role": "user", "content": reason, "runtime": True})
+            self.message(RuntimeNote.make(content=reason))
         self.event("refusal", tool=refusal.tool, event=refusal.event, reason=reason)
         if refusal.fail is not None:
             self.stop("failed", refusal.fail)
@@ -225,7 +331,7 @@ class Step:
         tool = self.ctx.spec.tools.get(action.tool or "")
         if tool is None or not tool.write or not self.run.facts:
             return False
-        problem = approved_binding_problem(self.ctx.spec, self.ctx.store, self.run)
+        self._bound, problem = approved_binding(self.ctx.spec, self.ctx.store, self.run)
         if problem is None:
             return False
         self.tool_result(tool.name, error="the approved request no longer matches the run; "
@@ -240,39 +346,29 @@ class Step:
         """Run a validated call; writes are claimed first and replayed, never repeated."""
         tool = self.ctx.spec.tools[tool_name]
         args_dict = args.model_dump(mode="json")
+        confirmed: dict[str, Any] = {}
+        if tool.confirmed_by is not None:
+            confirmed, refused = self._use_confirmation(tool, args_dict, existing)
+            if refused:
+                return
         if tool.write:
             assert key is not None
-            if existing is None:
-                existing = self.ctx.store.claim_effect(Effect(
-                    key=key, run_id=self.run.run_id, step=self.step, tool=tool_name,
-                    args=args_dict, status="STARTED", started_at=self.ctx.clock(),
-                ), owner=self.ctx.owner, version=self.expected_version)
-            if existing is not None:
-                if existing.status == "DONE":
-                    self.event("tool", tool=tool_name, detail={"key": key, "replayed": True})
-                    self._finish_call(tool, args, existing.result, existing.error)
-                    return
-                if not tool.retry_safe:
-                    self.stop("handed_over", f"in doubt: {tool_name} {key}")
-                    return
+            if self._claimed_before(tool, args, key, existing, confirmed):
+                return
         ctx = ToolContext(run_id=self.run.run_id, user=self.run.user, step=self.step,
                           facts=MappingProxyType(self.run.facts),
                           key=key if tool.write else None,
                           resources=self.ctx.resources)
-        result: Any = None
-        error: str | None = None
-        try:
-            result = tool.fn(args, ctx)
-        except Exception as exc:
-            error = describe(exc)
-        fault("after_tool_before_commit", self.step)
+        result, error = self._call(tool, args, ctx, args_dict, key)
         ran = error is None
         recorded, text, error = _recorded(tool_name, result, error)
         if tool.write and key is not None:
             self.effects_done[key] = (recorded, error)
-        self.event("tool", tool=tool_name, detail={"args": args_dict, "key": key, "error": error})
-        if self.ctx.max_repeats is not None:
-            self._set(recent_calls=gate.remembered(self.run.recent_calls, tool_name, args_dict))
+        self.event("tool", tool=tool_name,
+                   detail={"args": args_dict, "key": key, "error": error, **confirmed})
+        self._remember_call(tool_name, args_dict, failed=error is not None)
+        if tool.write and not ran and self._half_done(tool_name, key, error):
+            return
         if tool.write and ran and error is not None:
             # The write happened, but what it returned cannot be kept: told it failed, the
             # model could call it again under a new key. A person takes over instead.
@@ -280,6 +376,114 @@ class Step:
             self.stop("handed_over", f"{tool_name} ran ({key}), but {error}")
             return
         self._finish_call(tool, args, recorded, error, text)
+
+    def _call(self, tool: ToolSpec, args: BaseModel, ctx: ToolContext,
+              args_dict: dict[str, Any], key: str | None) -> tuple[Any, str | None]:
+        """Call the tool (its hooks around it): its result, or the error the model reads."""
+        hooks = self.ctx.hooks
+        # The views are built only for hooks that look at tool calls.
+        watched = hooks is not None and (hooks.wants("before_tool") or hooks.wants("after_tool"))
+        call = observe.tool_call(self, tool.name, args_dict, key, write=tool.write,
+                                 claimed=self._claimed) if watched else None
+        if hooks is not None and call is not None:
+            hooks.call("before_tool", call)
+        result: Any = None
+        error: str | None = None
+        try:
+            result = tool.fn(args, ctx)
+        except Exception as exc:
+            if is_transient(exc):
+                # Not the tool's answer: the step rolls back and the run is tried again
+                # (a write claimed above is then in doubt, or called again if retry-safe).
+                error = describe(exc)
+                if hooks is not None and call is not None:
+                    hooks.call("after_tool", observe.tool_result(call, error))
+                raise Unavailable(f"{tool.name}: {error}") from exc
+            error = describe(exc)
+        if hooks is not None and call is not None:
+            hooks.call("after_tool", observe.tool_result(call, error))
+        return result, error
+
+    def _remember_call(self, tool: str, args: dict[str, Any], *, failed: bool) -> None:
+        """The call joins the window the repetition rule reads (a failed one as failed)."""
+        if self.ctx.max_repeats is not None:
+            self._set(recent_calls=gate.remembered(self.run.recent_calls, tool, args,
+                                                   failed=failed))
+
+    def _half_done(self, tool: str, key: str | None, error: str | None) -> bool:
+        """A write failed after an earlier write of this run succeeded: the run is handed
+        to a person with both facts (the model could neither finish nor undo it)."""
+        done = [e for e in self.ctx.store.effects(self.run.run_id)
+                if e.status == "DONE" and e.error is None and e.key != key]
+        if not done:
+            return False
+        last = max(done, key=lambda e: e.step)
+        self.tool_result(tool, error=error)
+        self.stop("handed_over", f"{tool} failed ({error}) after {last.tool} of this run "
+                                 f"succeeded ({last.key}); a person finishes or undoes it")
+        return True
+
+    def _claimed_before(self, tool: ToolSpec, args: BaseModel, key: str,
+                        existing: Effect | None, confirmed: dict[str, Any]) -> bool:
+        """Claim the write's key; ``True`` when it was claimed before and is dealt with
+        here: refused (its claim cannot be trusted), its recorded result replayed, or the
+        run handed over as in doubt."""
+        if existing is None:
+            existing = self._claim(tool.name, args.model_dump(mode="json"), key, confirmed)
+            if existing is not None and self._untrusted(existing, confirmed):
+                return True
+        return existing is not None and self._settled(tool, args, existing, confirmed)
+
+    def _claim(self, tool: str, args: dict[str, Any], key: str,
+               confirmed: dict[str, Any]) -> Effect | None:
+        """Commit the call's effect row and its ``claim`` event; the row found instead
+        when the key was claimed before (nothing is then written)."""
+        ctx = self.ctx
+        now = ctx.clock()
+        bound = claims.binding(self._approved, self._bound, confirmed.get("confirmed"))
+        event = claims.claim_event(self.run, step=self.step, time=now, tool=tool, key=key,
+                                   args=args, bound=bound)
+        existing = ctx.store.claim_effect(
+            Effect(key=key, run_id=self.run.run_id, step=self.step, tool=tool, args=args,
+                   status="STARTED", started_at=now),
+            owner=ctx.owner, version=self.expected_version, claim=event)
+        if existing is None:
+            self.expected_version += 1  # the claim's commit wrote the run row
+            self._claimed = True
+        return existing
+
+    def _untrusted(self, existing: Effect, confirmed: dict[str, Any]) -> bool:
+        """The key was claimed before this step claimed it: the row is acted on only if
+        the log witnesses its claim and the tables still allow its call."""
+        problem = claims.claim_problem(self.ctx, self.run, existing, approved=self._approved,
+                                       confirmed=confirmed.get("confirmed"))
+        if problem is None:
+            return False
+        self.tool_result(existing.tool, error="this call was claimed before, and the claim "
+                                              "cannot be trusted; a person takes over")
+        self.refuse_claim(existing, problem)
+        return True
+
+    def _settled(self, tool: ToolSpec, args: BaseModel, existing: Effect,
+                 confirmed: dict[str, Any]) -> bool:
+        """A claim found from before: its recorded result is replayed (done), or the run
+        is handed over as in doubt (started, not retry-safe); False: call it again."""
+        if existing.status == "DONE":
+            self.event("tool", tool=tool.name,
+                       detail={"key": existing.key, "replayed": True, **confirmed})
+            self._finish_call(tool, args, existing.result, existing.error)
+            return True
+        if not tool.retry_safe:
+            self.stop("handed_over", f"in doubt: {tool.name} {existing.key}")
+            return True
+        return False
+
+    def refuse_claim(self, effect: Effect, problem: str) -> None:
+        """A claimed row the log does not witness, or that the tables no longer allow:
+        nothing runs, and a person takes over with the reason."""
+        self.event("refusal", tool=effect.tool, reason=problem,
+                   detail={"key": effect.key, "status": effect.status})
+        self.stop("handed_over", problem)
 
     def _finish_call(self, tool: ToolSpec, args: BaseModel, result: Any,
                      error: str | None, text: str | None = None) -> None:
@@ -291,6 +495,7 @@ class Step:
             self.tool_result(tool.name, error=error)
             return
         self.tool_result(tool.name, result=result, text=text)
+        where = f"the remember hook of {tool.name!r}"
         try:
             if tool.remember is not None:
                 facts = {**self.run.facts,
@@ -301,6 +506,7 @@ class Step:
                                         f"cannot be stored: {problem}")
                     return
                 self._set(facts=facts)
+            where = f"the emits hook of {tool.name!r}"
             event = tool.emits(result) if tool.emits is not None else None
             if event and event not in tool.emits_events:
                 # Only declared events: the tables, the diagrams and the verifier say
@@ -310,8 +516,13 @@ class Step:
                 return
         except Exception as exc:
             # The tool ran (its result is recorded); the workflow's own code failed on it.
-            self.stop("failed",
-                      f"{tool.name}: reading its result raised {describe(exc)}")
+            self.crash(where, exc, f"{tool.name}: {where} raised {describe(exc)} reading "
+                                   "its result")
+            return
+        if tool.always_emits and not event:
+            # The verifier assumed the run leaves this state after the call.
+            self.stop("failed", f"{tool.name} declares always_emits, but its result fired "
+                                "no event")
             return
         if event:
             self.fire(event, {}, by_model=False)
@@ -324,6 +535,7 @@ class Step:
         (done), called again (retry-safe) or handed over as in doubt.
         """
         self._set(pending=None)
+        self._approved = pending
         problem = _approved_call_problem(self.ctx, self.run.run_id, pending)
         if problem is not None:
             self.tool_result(pending.tool, error="the approved call no longer matches its "
@@ -351,6 +563,12 @@ class Step:
         try:
             after = machine_for(spec).fire(before, event, MappingProxyType(self.run.facts),
                                            payload, run_id=self.run.run_id)
+        except WorkflowCodeError as exc:
+            if by_model:
+                self._replace_advance_result(error=_BUG)
+            assert exc.__cause__ is not None
+            self.crash(exc.where, exc.__cause__, str(exc))
+            return False
         except TransitionRefused as exc:
             reason = storable(str(exc))  # a guard's error is the workflow's text
             self.event("refusal", event=event, reason=reason)
@@ -368,14 +586,12 @@ class Step:
         return True
 
     def _replace_advance_result(self, *, result: Any = None, error: str | None = None) -> None:
-        for msg in reversed(self.messages):
-            if msg.get("role") == "tool" and msg.get("tool") == ADVANCE:
-                msg.pop("result", None)
-                msg.pop("error", None)
-                if error is not None:
-                    msg["error"] = error
-                else:
-                    msg["result"] = result
+        for i in range(len(self.messages) - 1, -1, -1):
+            if self.messages[i].get("tool") == ADVANCE \
+                    and shape(self.messages[i]) in ("result", "error"):
+                self.messages[i] = (ToolError.body_of(tool=ADVANCE, error=error)
+                                    if error is not None
+                                    else ToolResult.body_of(tool=ADVANCE, result=result))
                 return
 
     def entered(self, event: str | None) -> None:
@@ -392,12 +608,30 @@ class Step:
             asks = self.run.facts.get(spec.records[event], {}) if event in spec.records else {}
             self._pause(EventAwaitingPerson(events=list(spec.events_from(state)),
                                             args=dict(asks), step=self.step))
+        elif spec.waits_for_customer(state):
+            record = spec.records.get(event or "")
+            asks = self.run.facts.get(record, {}) if record is not None else {}
+            # A new proposal: a yes given to an earlier one no longer counts.
+            self._set(confirmation=None)
+            self.wait_for_customer(self.said, args=dict(asks), record=record)
 
     def _pause_call(self, tool: str, args: BaseModel) -> None:
         self._pause(CallAwaitingApproval(tool=tool, args=args.model_dump(mode="json"),
                                          key=self.key, step=self.step))
 
+    def request_again(self, pending: CallAwaitingApproval | EventAwaitingPerson) -> None:
+        """Wait for a person on ``pending`` with a new request (a fork asks again what
+        its parent waited for; a decision is never carried over)."""
+        self._pause(pending)
+
     def _pause(self, pending: CallAwaitingApproval | EventAwaitingPerson) -> None:
+        try:
+            # People read the request through these; one that raises is a bug to fix
+            # now, not a request shown without its amount (and so without a limit).
+            self.ctx.spec.presentation.probe(pending.tool, pending.args, self.run.facts)
+        except Exception as exc:
+            self.crash("the presentation", exc)
+            return
         approval = Approval.request(
             pending, run_id=self.run.run_id, run_version=self.expected_version + 1,
             now=self.ctx.clock(), ttl=self.ctx.spec.approval_ttl_seconds,
@@ -433,10 +667,9 @@ class Step:
         if isinstance(pending, CallAwaitingApproval):
             self._rule_on_call(pending, ruling)
         elif ruling.event is not None:
-            said: dict[str, Any] = {"role": "user", "content": ruling.message}
-            if ruling.args is not None:
-                said["approved"] = ruling.args  # what the model must now use, as data
-            self.message(said)
+            # With what was approved, when it changed: what the model must now use, as data.
+            self.message(UserMessage.make(content=ruling.message) if ruling.args is None
+                         else ApprovalNote.make(content=ruling.message, approved=ruling.args))
             if not self.fire(ruling.event, {}, by_model=False):
                 # A guard refused the person's event: the run still waits for a person.
                 self.entered(None)
@@ -461,12 +694,76 @@ class Step:
             self._set(pending=approved.model_copy(
                 update={"args_hash": fingerprint(approved.subject())}))
             if ruling.args is not None:
-                self.message({"role": "user", "content": ruling.message, "runtime": True,
-                              "approved": ruling.args})
+                self.message(RuntimeNote.make(content=ruling.message, approved=ruling.args))
         else:
             self.tool_result(pending.tool, error=ruling.message)
 
+    def resume_from_desk(self, person: str, note: str, event: str) -> None:
+        """A person at the desk continues a handed-over run with ``event`` (a human event
+        out of its hand-over state); the model reads the note."""
+        self._set(status="running", reason=None, pending=None)
+        self.message(UserMessage.make(content=f"{person} took the run over from the desk and "
+                                      f"resumed it ({event}): {note}"))
+        if not self.fire(event, {}, by_model=False):
+            raise HandoverRefused(self.run.run_id, "event", f"the workflow's guard refused "
+                                  f"{event!r} in state {self.run.state!r}; nothing was "
+                                  "changed")
+
+    # -- migrations -------------------------------------------------------------------
+
+    def migrate(self, move: RunMove, approval: Approval | None) -> None:
+        """Move the run to ``move.to`` in ``move.state`` (this step's context is on the
+        target): withdraw the request it waited on (``approval``), log the move, and wait
+        again in the target's terms, or give the model back a call the target refuses."""
+        pending, before, by = self.run.pending, self.run.state, move.by
+        if approval is not None and approval.decision is None:
+            note = f"moved to version {move.to.label}; asked again there"
+            self.decision = ApprovalDecision(approval_id=approval.approval_id,
+                                             decision="withdrawn", reviewer=by, note=note,
+                                             time=self.ctx.clock())
+            asked_again = move.ask_again or not isinstance(pending, CallAwaitingApproval)
+            self.event("decision", reviewer=by, tool=approval.tool, detail={
+                "decision": "withdrawn", "approval_id": approval.approval_id, "note": note,
+                "asked_again": asked_again})
+        self._set(definition_hash=move.to.definition_hash, state=move.state, recent_calls=[],
+                  repeat_refusals=0)
+        self.moves_definition = True
+        self.event("migrated", state_before=before, state_after=move.state, reviewer=by,
+                   detail=move.detail)
+        if isinstance(pending, EventAwaitingPerson):
+            self._pause(EventAwaitingPerson(events=list(move.to.events_from(move.state)),
+                                            args=pending.args, step=pending.step))
+        elif isinstance(pending, AwaitingCustomer):
+            # Asked again in the target's terms, at the run's new version: a reply is
+            # bound to the request as the target shows it.
+            self.wait_for_customer(pending.message, args=pending.args, record=pending.record)
+        elif isinstance(pending, CallAwaitingApproval) and move.ask_again:
+            self._pause(CallAwaitingApproval(tool=pending.tool, args=pending.args,
+                                             key=pending.key, step=pending.step))
+        elif isinstance(pending, CallAwaitingApproval):
+            self._set(status="running", pending=None)
+            self.tool_result(pending.tool, error=move.why)
+
     # -- commit -------------------------------------------------------------------
+
+    def _desk_rows(self) -> str | None:
+        """Open the desk's row of a run this step hands over; what its request is about."""
+        spec, run = self.ctx.spec, self.run
+        if self.handover is None and run.status == "handed_over" and \
+                self.was != "handed_over":
+            log = self.ctx.store.events(run.run_id) if self.expected_version else []
+            first = (self.ctx.transcripts.of(run.run_id)[:1] if self.expected_version
+                     else self.messages[:1])
+            self.handover = desk.opened(spec, run, log, self.events,
+                                        first[0] if first else None)
+        if self.new_approval is not None:
+            return desk.request_subject(spec, run, self.new_approval.tool,
+                                        self.new_approval.args)
+        writes = [e for e in self.events if e.kind == "tool" and e.tool in spec.tools
+                  and spec.tools[e.tool].write and isinstance(e.detail.get("args"), dict)]
+        if writes:
+            return desk.request_subject(spec, run, writes[-1].tool, writes[-1].detail["args"])
+        return None
 
     def commit(self, *, initial: bool = False) -> StepCommit:
         elapsed = 0.0 if initial else time.monotonic() - self.started
@@ -478,33 +775,68 @@ class Step:
                              "nothing of this step was saved")
         self._set(step=max(self.run.step, self.step), updated_at=now,
                   message_count=first_message + len(self.messages))
+        if self.run.unavailable and not self._fault:
+            self._set(unavailable=0)  # a step landed: the infrastructure works again
+        subject = self._desk_rows()
         commit = StepCommit(
             run=self.run, expected_version=self.expected_version, messages=self.messages,
             view=self.view, events=self.events, effects_done=self.effects_done,
             new_approval=self.new_approval, decision=self.decision, artifacts=self.artifacts,
-            owner=self.ctx.owner,
+            owner=self.ctx.owner, handover=self.handover, subject=subject,
+            moves_definition=self.moves_definition,
+            replies_read=self.replies_read, token_hash=self.token_hash,
         )
         if commit.events:
             # The last event of the commit covers every other row it writes.
             last = commit.events[-1]
-            last.detail = {**last.detail, "rows": covered_rows(commit, first_message)}
+            rows = covered_rows(commit, first_message)
+            notes = outbox_keys(commit)  # the notifications the store writes with it
+            if notes:
+                rows["notifications"] = notes
+            last.detail = {**last.detail, "rows": rows}
         return commit
 
     def save(self) -> RunState:
-        transcripts = self.ctx.transcripts
+        transcripts, hooks = self.ctx.transcripts, self.ctx.hooks
         try:
-            run = self.ctx.store.commit(self.commit())
+            commit = self.commit()
+            if hooks is not None and hooks.wants("before_commit"):
+                hooks.call("before_commit", observe.commit_info(self, commit))
+            run = self.ctx.store.commit(commit)
         except Exception:
             # The step did not land: read the transcript from the store next time.
             transcripts.forget(self.run.run_id)
             raise
         transcripts.extend(self.run.run_id, self.messages)
-        fault("after_commit", self.step)
+        if hooks is not None:
+            observe.committed(hooks, self, commit, run)
         return run
 
     def create(self) -> RunState:
         """Insert the new run with what this (initial) step wrote."""
-        return self.ctx.store.create_run(self.run, self.commit(initial=True))
+        commit, hooks = self.commit(initial=True), self.ctx.hooks
+        if hooks is not None and hooks.wants("before_commit"):
+            hooks.call("before_commit", observe.commit_info(self, commit, initial=True))
+        run = self.ctx.store.create_run(self.run, commit)
+        if hooks is not None:
+            observe.committed(hooks, self, commit, run, initial=True)
+        return run
+
+
+#: What the model reads when the workflow's own code failed on its action.
+_BUG = "the workflow's own code failed on this call; the run stops for its author to fix"
+
+
+def _plain(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A policy's request record as plain JSON for the log; one that is not is dropped
+    (its call still counts), since the log must stay readable."""
+    if not value:
+        return None
+    try:
+        check_plain_json(value)
+    except (TypeError, ValueError, RecursionError):
+        return {"unreadable": "the policy's request record is not plain JSON"}
+    return value
 
 
 def _recorded(tool: str, result: Any, error: str | None

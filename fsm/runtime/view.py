@@ -7,7 +7,8 @@ from typing import Any
 from fsm.policy import View
 from fsm.records import Compaction, ViewRecord, built
 from fsm.spec import ADVANCE, WorkflowSpec
-from fsm.store.base import Store
+from fsm.store.roles import RunReads
+from fsm.transcript import Summary
 
 
 def advance_schema(spec: WorkflowSpec, events: list[str]) -> dict[str, Any]:
@@ -75,7 +76,7 @@ def compacted(messages: list[dict[str, Any]], compaction: Compaction | None) -> 
     if compaction is None:
         return messages
     upto = compaction.upto
-    summary = {"role": "user", "content": compaction.summary, "summary_of": [1, upto]}
+    summary = Summary.make(content=compaction.summary, summary_of=[1, upto]).body()
     return messages[:1] + [summary] + messages[upto:]
 
 
@@ -91,10 +92,12 @@ def render(spec: WorkflowSpec, schemas: Schemas, run_id: str, record: ViewRecord
         "system_prompt": spec.system_prompt,
         "instructions": spec.instructions.get(record.state, ""),
         "final_allowed": record.state in spec.finish_states,
+        "asks_customer": record.state in spec.asks_customer,
     })
 
 
-def view_at(spec: WorkflowSpec, store: Store, run_id: str, step: int | None = None) -> View | None:
+def view_at(spec: WorkflowSpec, store: RunReads, run_id: str,
+            step: int | None = None) -> View | None:
     """What the model saw at ``step`` (default: the latest step)."""
     record = store.view_record(run_id, step)
     if record is None:
