@@ -1,15 +1,23 @@
-"""Auditing a run: the hash chain is intact and the log agrees with the run row."""
+"""Auditing a run: the hash chain is intact, the log agrees with the run row, and each
+step was allowed by the definition in force at it (:mod:`fsm.auditor.conformance`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsm.auditor import beside
+from fsm.auditor.conformance import judge
+from fsm.auditor.conversation_audit import conversation_problems
+from fsm.auditor.desk import handover_problems
+from fsm.auditor.forks import Link, lineage
+from fsm.errors import StoreError
 from fsm.records import (
     FINAL_STATUSES,
     Approval,
     Effect,
     Event,
+    Handover,
     RunState,
     ViewRecord,
     approval_hash,
@@ -19,6 +27,7 @@ from fsm.records import (
     text_hash,
     verify_chain,
 )
+from fsm.runtime import claims
 from fsm.store.base import Store
 
 
@@ -29,6 +38,12 @@ class AuditReport:
     problems: list[str] = field(default_factory=list)
     #: The hash of the last event: record it elsewhere to detect a rewrite of the whole log.
     head: str = ""
+    #: What is worth knowing but wrong with nothing (replies kept, not read yet).
+    notes: list[str] = field(default_factory=list)
+    #: What could not be checked (a fork's link to a pruned parent).
+    warnings: list[str] = field(default_factory=list)
+    #: A fork's link to its parent (:class:`~fsm.auditor.forks.Link`; no origin: no fork).
+    link: Link = field(default_factory=Link)
 
     @property
     def ok(self) -> bool:
@@ -57,15 +72,49 @@ def audit(store: Store, run_id: str) -> AuditReport:
             f"the run row's columns say status {status!r} and workflow {workflow!r}, its "
             f"snapshot {run.status!r} and {run.workflow!r} (changed outside a step; the "
             "queue and the listings read the columns)")
-    report.problems.extend(_consistency(run.state, run.status, run.used.steps,
-                                        run.used.cost_micros, events))
+    definition = store.definition_column(run_id)
+    if definition != run.definition_hash:
+        report.problems.append(
+            f"the run row's definition column says {definition!r}, its snapshot "
+            f"{run.definition_hash!r} (changed outside a step; the queue claims by the "
+            "column)")
+    # A fork's history begins with its parent's log up to the step it was forked at.
+    report.link = link = lineage(store, events)
+    report.problems.extend(link.problems)
+    report.warnings.extend(link.warnings)
+    if link.partial:
+        # A parent's part is gone (pruned): this run's own part is checked alone.
+        report.problems.extend(_own_part(run, events))
+        report.problems.extend(judge(store, run, events[1:]))
+    else:
+        history = link.before + events[1:] if link.origin is not None else events
+        report.problems.extend(_consistency(run.state, run.status, run.used.steps,
+                                            run.used.cost_micros, history))
+        report.problems.extend(judge(store, run, history))
     approvals = store.approvals(run_id, pending_only=False)
     effects = store.effects(run_id)
     report.problems.extend(_approvals(approvals, events))
     report.problems.extend(_effects(effects, events))
+    report.problems.extend(_claims(effects, events))
     report.problems.extend(_covered(store, run, events, approvals, effects))
+    problems, report.notes = conversation_problems(store, run, events,
+                                                   store.messages(run_id))
+    report.problems.extend(problems)
+    report.problems.extend(handover_problems(_desk_rows(store, run_id), events, effects))
+    report.problems.extend(beside.unwritten_messages(store, run))
+    report.problems.extend(beside.artifacts(store, run))
+    report.problems.extend(beside.unwaited(approvals, run))
+    report.problems.extend(beside.notifications(store, run_id, events))
+    report.problems.extend(beside.refusals(store, run_id))
     report.head = head
     return report
+
+
+def _desk_rows(store: Store, run_id: str) -> list[Handover]:
+    try:
+        return store.run_handovers(run_id)
+    except StoreError:
+        return []  # a store that keeps no desk rows
 
 
 def _approvals(rows: list[Approval], events: list[Event]) -> list[str]:
@@ -106,18 +155,64 @@ def _effects(rows: list[Effect], events: list[Event]) -> list[str]:
     return out
 
 
-def _consistency(state: str, status: str, steps: int, cost: int, events: list[Event]) -> list[str]:
+def _claims(rows: list[Effect], events: list[Event]) -> list[str]:
+    """Every effect row, claimed or done, is covered by a claim event of the log, and
+    every claim in the log has its row.
+
+    A run logged before claims were recorded (no claim event at all) may have done rows
+    with no claim: their commits' row hashes cover them (see :func:`_covered_effects`).
+    """
+    logged = [e for e in events if e.kind == "claim"]
+    by_hash = {e.hash: e for e in logged}
+    legacy = not logged
+    covered_done = {k for e in events for k in _effect_keys(e)}
+    out = []
+    for eff in rows:
+        claim = by_hash.get(eff.claim or "")
+        if claim is not None and claims.covers(claim, eff):
+            continue
+        if claim is None and legacy and eff.status == "DONE" and eff.key in covered_done:
+            continue
+        what = "no claim in the log covers it" if claim is None else \
+            f"its claim (event seq {claim.seq}) names another call"
+        out.append(f"effect {eff.key} ({eff.tool}, {eff.status}): {what}; the row was not "
+                   "written by a step of this run")
+    keys = {eff.key for eff in rows}
+    out += [f"event seq {e.seq}: the log claims {e.detail.get('key')} ({e.tool}) but the "
+            "effects table has no row for it" for e in logged if e.detail.get("key") not in keys]
+    return out
+
+
+def _effect_keys(e: Event) -> list[str]:
+    rows = e.detail.get("rows")
+    effects = rows.get("effects") if isinstance(rows, dict) else None
+    return list(effects) if isinstance(effects, dict) else []
+
+
+def _own_part(run: RunState, events: list[Event]) -> list[str]:
+    """The counts of a fork whose parent's log is gone, from what its start event says
+    the run had used at the fork (a fork made before it said so: not counted)."""
+    used = events[0].detail.get("used_at_fork")
+    if not isinstance(used, dict):
+        return _consistency(run.state, run.status, None, None, events)
+    return _consistency(run.state, run.status, run.used.steps - int(used.get("steps", 0)),
+                        run.used.cost_micros - int(used.get("cost_micros", 0)), events)
+
+
+def _consistency(state: str, status: str, steps: int | None, cost: int | None,
+                 events: list[Event]) -> list[str]:
+    """The log agrees with the run's state, status, steps and cost (``None``: unchecked)."""
     out = []
     if events and events[-1].state_after != state:
         out.append(f"the log ends in state {events[-1].state_after!r} but the run is in {state!r}")
     policy_calls = sum(1 for e in events
                        if e.kind == "policy" and e.detail.get("step_used", True))
     recovered = sum(1 for e in events if e.kind == "recover")
-    if policy_calls != steps:
+    if steps is not None and policy_calls != steps:
         out.append(f"the log has {policy_calls} policy calls but the run counts {steps} steps"
                    + (f" ({recovered} recovered)" if recovered else ""))
     logged_cost = sum(e.cost_micros for e in events)
-    if logged_cost != cost:
+    if cost is not None and logged_cost != cost:
         out.append(f"the log's cost is {logged_cost} micros but the run counts {cost}")
     if status in FINAL_STATUSES:
         stops = [e for e in events if e.kind == "stop"]

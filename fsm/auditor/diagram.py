@@ -19,9 +19,11 @@ from fsm.spec import WorkflowSpec
 #: The tool tag that marks a tool which moves money.
 MONEY_TAG = "moves_money"
 
-#: Who may fire an edge: the model, a person, or a tool's result (``"tool:<name>"``).
+#: Who may fire an edge: the model, a person, the customer's reply, or a tool's result
+#: (``"tool:<name>"``).
 MODEL = "model"
 PERSON = "person"
+CUSTOMER = "customer"
 TOOL_PREFIX = "tool:"
 
 
@@ -46,6 +48,12 @@ class Node:
     waits_for_person: bool = False
     #: A final answer from the model ends the run as ``done`` here.
     finish: bool = False
+    #: Every way out is a customer event: the run waits here for the customer's reply.
+    waits_for_customer: bool = False
+    #: The model's plain text is a message to the customer here; the run waits for the reply.
+    asks_customer: bool = False
+    #: The subset of ``tools`` that run only on the customer's yes to exactly the call.
+    confirmed_tools: tuple[str, ...] = ()
 
     @property
     def marks(self) -> tuple[str, ...]:
@@ -53,7 +61,9 @@ class Node:
         flags = (
             ("initial", self.initial), ("money", bool(self.money_tools)),
             ("write", bool(self.write_tools) and not self.money_tools),
-            ("person", self.waits_for_person), ("approval", bool(self.approval_tools)),
+            ("person", self.waits_for_person), ("customer", self.waits_for_customer),
+            ("asks", self.asks_customer), ("confirmed", bool(self.confirmed_tools)),
+            ("approval", bool(self.approval_tools)),
             ("handed_over", self.handed_over),
             ("terminal", self.terminal and not self.handed_over), ("finish", self.finish),
         )
@@ -73,10 +83,16 @@ class Edge:
     guard: str | None = None
     #: Facts that hold after this edge (declared by the guard).
     establishes: tuple[str, ...] = ()
+    #: The fact key the event's payload is kept under (``records=``), if any.
+    record: str | None = None
 
     @property
     def human_only(self) -> bool:
         return self.firers == (PERSON,)
+
+    @property
+    def customer_only(self) -> bool:
+        return self.firers == (CUSTOMER,)
 
     @property
     def fired_by(self) -> str:
@@ -153,6 +169,24 @@ class Diagram:
     facts: tuple[str, ...] = field(default=())
     #: Every registered tool, in any state or none.
     tools: tuple[str, ...] = field(default=())
+    #: ``(tool, fact key)``: the writes that run only on the customer's yes to exactly the
+    #: proposal kept under that key (``ToolSpec.confirmed_by``).
+    bindings: tuple[tuple[str, str], ...] = ()
+    #: The customer event that confirms a proposal, when the workflow has customer events.
+    confirm_event: str | None = None
+    #: The customer event fired when the customer does not reply in time.
+    expiry_event: str | None = None
+    #: ``(tool, the events it declares)`` of the tools whose result always fires one of
+    #: their events (``ToolSpec.always_emits``).
+    always_emits: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: The write tools.
+    writes: tuple[str, ...] = ()
+
+    @property
+    def converses(self) -> bool:
+        """Whether the workflow talks with its customer (the legend then says how)."""
+        return any(n.waits_for_customer or n.asks_customer for n in self.nodes) or \
+            any(CUSTOMER in e.firers for e in self.edges)
 
     def node(self, name: str) -> Node:
         for n in self.nodes:
@@ -180,6 +214,14 @@ LEGEND: tuple[tuple[str, str], ...] = (
     ("guard", "the guard that must hold, and the fact that holds afterwards"),
 )
 
+#: Legend entries of conversations, shown only for a workflow that talks with its customer.
+CUSTOMER_LEGEND: tuple[tuple[str, str], ...] = (
+    ("customer", "the run waits here for the customer's reply; the model cannot leave"),
+    ("asks", "the model's plain text goes to the customer; the run waits for the reply"),
+    ("confirmed", "a write here runs only on the customer's yes to exactly that call"),
+    ("customer_edge", "bold green edge: only the customer's reply fires this event"),
+)
+
 #: Extra legend entries shown only with a run overlay.
 RUN_LEGEND: tuple[tuple[str, str], ...] = (
     ("taken", "the run's n-th transition, taken at step s (thick blue)"),
@@ -193,13 +235,16 @@ def firers(spec: WorkflowSpec, source: str, event: str) -> tuple[str, ...]:
 
     The model fires the events its view offers; a tool's result fires the events the
     tool declares, in states where the tool may run; a person fires the events of a
-    state where the run pauses for a person (approve, deny, expiry, or one named).
+    state where the run pauses for a person (approve, deny, expiry, or one named); the
+    customer's reply fires the customer events of a state where the customer is asked.
     """
     out: list[str] = []
     if event in spec.model_events(source):
         out.append(MODEL)
     if event in spec.person_events(source):
         out.append(PERSON)
+    if event in spec.customer_events_from(source):
+        out.append(CUSTOMER)
     for name in spec.allowed_tools(source):
         if event in spec.tools[name].emits_events:
             out.append(TOOL_PREFIX + name)
@@ -217,6 +262,9 @@ def _node(spec: WorkflowSpec, state: str) -> Node:
         initial=state == spec.initial, terminal=state in spec.terminal,
         handed_over=state in spec.handed_over_states,
         waits_for_person=spec.waits_for_person(state), finish=state in spec.finish_states,
+        waits_for_customer=spec.waits_for_customer(state),
+        asks_customer=state in spec.asks_customer,
+        confirmed_tools=tuple(t.name for t in specs if t.confirmed_by is not None),
     )
 
 
@@ -231,12 +279,19 @@ def extract(spec: WorkflowSpec, run: Overlay | None = None) -> Diagram:
                 firers=firers(spec, source, event),
                 guard=g.description if g else None,
                 establishes=tuple(g.establishes) if g else (),
+                record=spec.records.get(event),
             ))
     facts = sorted({f for g in spec.guards.values() for f in g.establishes})
+    tools = [spec.tools[t] for t in sorted(spec.tools)]
     diagram = Diagram(
         workflow=spec.name, definition_hash=spec.definition_hash, initial=spec.initial,
         nodes=tuple(_node(spec, s) for s in spec.states), edges=tuple(edges),
         overlay=run, facts=tuple(facts), tools=tuple(sorted(spec.tools)),
+        bindings=tuple((t.name, t.confirmed_by) for t in tools if t.confirmed_by is not None),
+        confirm_event=spec.confirm_event if spec.customer_events else None,
+        expiry_event=spec.reply_expiry_event,
+        always_emits=tuple((t.name, tuple(t.emits_events)) for t in tools if t.always_emits),
+        writes=tuple(t.name for t in tools if t.write),
     )
     if run is not None:
         _check_overlay(diagram, run)
@@ -255,7 +310,8 @@ def _check_overlay(diagram: Diagram, run: Overlay) -> None:
         )
 
 
-_STATUS_AFTER = {"pause": "awaiting_approval", "decision": "running", "resume": "running"}
+_STATUS_AFTER = {"pause": "awaiting_approval", "decision": "running", "resume": "running",
+                 "ask": "awaiting_customer", "reply": "running", "unanswered": "running"}
 
 
 def overlay(run_id: str, events: Iterable[Event]) -> Overlay:
@@ -300,6 +356,17 @@ def _log_line(ev: Event, n: int) -> str | None:
     if ev.kind == "stop":
         reason = f": {ev.reason}" if ev.reason else ""
         return f"stopped {ev.detail.get('status', '')}{reason}"
+    return _other_line(ev)
+
+
+def _other_line(ev: Event) -> str | None:
+    if ev.kind == "ask":
+        return "asked the customer" + (" to confirm a proposal" if ev.detail.get("args") else "")
+    if ev.kind == "reply":
+        fired = f" → {ev.event}" if ev.event else ""
+        return f"the customer replied (reply {ev.detail.get('seq')}){fired}"
+    if ev.kind == "unanswered":
+        return "the customer did not reply in time"
     if ev.kind in ("start", "recover", "resume"):
         return ev.kind
     return None

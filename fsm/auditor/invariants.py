@@ -18,7 +18,7 @@ from fsm.reach import closure, path_to, reach
 
 #: Field name of an invariant → the kind of name it holds.
 _KINDS = {"tool": "tools", "state": "states", "states": "states", "event": "events",
-          "events": "events", "unless": "facts"}
+          "events": "events", "unless": "facts", "tools": "tools"}
 
 
 class Invariant(ABC):
@@ -31,6 +31,12 @@ class Invariant(ABC):
 
     @abstractmethod
     def check(self, graph: Graph) -> Verdict: ...
+
+    def check_from(self, graph: Graph, state: str, history: Iterable[Move]) -> Verdict:
+        """The invariant over every path that continues a run which took the moves of
+        ``history`` and is now in ``state`` (a migrated run). An invariant without a
+        monitor is checked over every path from the initial state instead."""
+        return self.check(graph)
 
     def references(self) -> dict[str, tuple[str, ...]]:
         """Names this invariant refers to, by kind: states, events, tools, facts.
@@ -73,18 +79,34 @@ class Monitored(Invariant):
     def bad_start(self, d: Diagram) -> str | None:
         return None
 
+    def allows(self, m: Hashable, mv: Move) -> bool:
+        """Whether ``mv`` can happen in monitor state ``m`` (the runtime refuses it
+        otherwise, so no path goes on through it). Default: every move can."""
+        return True
+
     def check(self, graph: Graph) -> Verdict:
         why = self.bad_start(graph.diagram)
         if why is not None:
             return Verdict(self, False, (), why, 1)
+        return self._search(graph, graph.diagram.initial, self.start())
+
+    def check_from(self, graph: Graph, state: str, history: Iterable[Move]) -> Verdict:
+        m = self.start()
+        for mv in history:  # what the run's own path established, in the monitor
+            m = self.step(m, mv)
+        return self._search(graph, state, m)
+
+    def _search(self, graph: Graph, state: str, start: Hashable) -> Verdict:
         parent = reach(
-            [(graph.diagram.initial, self.start())],
+            [(state, start)],
             lambda here: (((mv.target, self.step(here[1], mv)), mv)
-                          for mv in graph.moves[here[0]]),
+                          for mv in graph.moves[here[0]] if self.allows(here[1], mv)),
         )
         # Breadth-first order: the first breaking move found ends a shortest path.
         for here in parent:
             for mv in graph.moves[here[0]]:
+                if not self.allows(here[1], mv):
+                    continue
                 why = self.bad(here[1], mv)
                 if why is not None:
                     return Verdict(self, False, path_to(parent, here) + (mv,), why, len(parent))
@@ -294,8 +316,13 @@ class AlwaysReaches(Invariant):
     def title(self) -> str:
         return f"every state can reach {' or '.join(f'`{s}`' for s in self.states)}"
 
+    def check_from(self, graph: Graph, state: str, history: Iterable[Move]) -> Verdict:
+        return self._stuck(graph, graph.reachable(state))
+
     def check(self, graph: Graph) -> Verdict:
-        paths = graph.reachable()
+        return self._stuck(graph, graph.reachable())
+
+    def _stuck(self, graph: Graph, paths: dict[str, tuple[Move, ...]]) -> Verdict:
         back: dict[str, set[str]] = {s: set() for s in graph.moves}
         for moves in graph.moves.values():
             for mv in moves:

@@ -25,10 +25,12 @@ or fail; a tool listed for a non-terminal state is assumed callable there.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from fsm.auditor.conversation_invariants import ConfirmedWrites, CustomerOnly, NothingAfter
 from fsm.auditor.diagram import Diagram, extract
+from fsm.auditor.facts import fact_warnings
 from fsm.auditor.graph import Graph, Move
 from fsm.auditor.invariants import (
     AlwaysReaches,
@@ -51,6 +53,8 @@ __all__ = [
     "ASSUMPTIONS",
     "AlwaysReaches",
     "AtMostOnce",
+    "ConfirmedWrites",
+    "CustomerOnly",
     "FiredOnlyByTools",
     "HumanOnly",
     "Invariant",
@@ -58,6 +62,7 @@ __all__ = [
     "Monitored",
     "Move",
     "NoReentryAfter",
+    "NothingAfter",
     "OnlyThrough",
     "Report",
     "ToolOnlyAfter",
@@ -65,6 +70,7 @@ __all__ = [
     "Verdict",
     "check_names",
     "verify",
+    "verify_from",
 ]
 
 
@@ -100,6 +106,18 @@ ASSUMPTIONS = (
     "- a condition no guard established is never assumed to hold.",
 )
 
+#: What the explorer assumes about conversations, added for a workflow that has them.
+CUSTOMER_ASSUMPTIONS = (
+    "- the customer's reply fires any customer event of a state where the customer is "
+    "asked, and only there; a customer event is never fired by the model, a person or a "
+    "tool;",
+    "- a write bound to a proposal (confirmed_by) runs only while the customer's yes to that "
+    "proposal is held, and uses it up; entering a state that waits for the customer on a "
+    "new proposal, or a wait that expires, drops it;",
+    "- a tool that always emits (always_emits) never leaves the run where it was when every "
+    "event it declares leaves that state without a guard.",
+)
+
 
 @dataclass(frozen=True)
 class Report:
@@ -109,6 +127,11 @@ class Report:
     states: int
     moves: int
     verdicts: tuple[Verdict, ...]
+    #: What the check found suspicious without failing on it (a guard reading a fact
+    #: nothing sets: :func:`fsm.auditor.facts.fact_warnings`).
+    warnings: tuple[str, ...] = ()
+    #: The workflow talks with its customer (the report then says what it assumes of that).
+    converses: bool = False
 
     @property
     def ok(self) -> bool:
@@ -133,6 +156,7 @@ class Report:
                 out.append(f"          shortest counterexample ({len(v.counterexample)} moves):")
                 out += [f"            {i}. {mv.describe()}"
                         for i, mv in enumerate(v.counterexample, 1)]
+        out += [f"WARNING   {w}" for w in self.warnings]
         return "\n".join(out + ["", self.summary + "."]) + "\n"
 
     def markdown(self) -> str:
@@ -146,7 +170,10 @@ class Report:
         for i, v in enumerate(self.verdicts, 1):
             out.append(f"| {i} | {v.invariant.title} | "
                        f"{'PROVED' if v.proved else '**VIOLATED**'} |")
-        out += ["", "How the paths were explored:", "", *ASSUMPTIONS]
+        if self.warnings:
+            out += ["", "Warnings:", "", *(f"- {w}" for w in self.warnings)]
+        out += ["", "How the paths were explored:", "", *ASSUMPTIONS,
+                *(CUSTOMER_ASSUMPTIONS if self.converses else ())]
         for i, v in enumerate(self.verdicts, 1):
             if v.proved:
                 continue
@@ -169,4 +196,16 @@ def verify(spec: WorkflowSpec, invariants: Iterable[object] | None = None) -> Re
     verdicts = tuple(inv.check(graph) for inv in chosen if isinstance(inv, Invariant))
     reached = graph.reachable()
     moves = sum(len(graph.moves[s]) for s in reached)
-    return Report(spec.name, spec.definition_hash, spec.initial, len(reached), moves, verdicts)
+    return Report(spec.name, spec.definition_hash, spec.initial, len(reached), moves, verdicts,
+                  tuple(fact_warnings(spec)), converses=diagram.converses)
+
+
+def verify_from(spec: WorkflowSpec, state: str, history: Sequence[Move]) -> tuple[Verdict, ...]:
+    """Check ``spec``'s invariants over every path on from ``state``, for a run whose path
+    so far is ``history`` (its moves in ``spec``'s words): what a migration to ``spec``
+    must prove before the run continues there."""
+    diagram = extract(spec)
+    check_names(diagram, spec.invariants)
+    graph = Graph(diagram)
+    return tuple(inv.check_from(graph, state, history) for inv in spec.invariants
+                 if isinstance(inv, Invariant))
