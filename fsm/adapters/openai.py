@@ -11,25 +11,37 @@ The model, base URL and key come from the arguments, else from ``OPENAI_MODEL``,
 ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``; a local server (loopback or private
 address) gets a placeholder key when none is set.
 
-Each step sends :meth:`OpenAIPolicy.request_for` of the view, encoded by
-:func:`~fsm.adapters.translate.encode`: those exact bytes go through the SDK's
-client, so the request of any past step can be rebuilt from the stored run and
-compared. Transport failures (429, 408, 409, 5xx, timeouts, refused connections,
-a reply that is not JSON) are retried with backoff; when the model stays
-unreachable the policy raises :class:`~fsm.policy.PolicyUnavailable`, the engine
-stops the run with status ``model_unavailable``, and ``Engine.resume`` continues
-it later. Every attempt counts in ``Usage.calls``.
+Each step's request is :func:`~fsm.adapters.translate.body_for` the view and a
+:class:`~fsm.adapters.translate.Shape` (model, ``tool_choice``, server family, output
+cap, options), encoded by :func:`~fsm.adapters.translate.encode`: those exact bytes go
+through the SDK's client, and the shape is logged with the step's ``policy`` event, so
+``fsm show --step N --request`` rebuilds what was sent, fallbacks included.
 
-Small and local models: in a state that accepts no final answer the request asks
-for a tool call (``tool_choice``: the one offered function, or ``"required"``). A
-server that fails on that (llama-cpp-python's answers 500 to ``"required"`` and may
-drop the connection on a forced function) is asked again at once without it, and
-this policy does not force that kind again (``FSM_TOOL_CHOICE=off`` never forces,
-for a server that crashes on it). Calls the server leaves in the reply's
-text (``<tool_call>...``, Llama 3's ``<|python_tag|>``, a fenced JSON block...) are
-read as calls (:mod:`fsm.adapters.textcalls`). A server that reports no token
-``usage`` is warned about once: the token budget cannot count its calls.
+Failures (see :mod:`fsm.adapters.failures`): an unreachable or overloaded server (no
+connection, timeouts, 408, 409, 429, 502-504) is retried with backoff, and when it
+stays so the policy raises :class:`~fsm.policy.PolicyUnavailable` (the run stops as
+``model_unavailable``; ``Engine.resume`` continues it later). A request the server
+cannot serve (another 4xx, a 500 that recurs while the server answers ``GET /models``,
+a prompt larger than the context) raises :class:`~fsm.policy.PolicyRefused` (the run
+stops as ``model_refused``). Every attempt counts in ``Usage.calls``.
+
+Small and local models: the server's family is recognised from ``GET /models`` (or
+given: ``server="llama-cpp-python"``), and the request is shaped for what that family
+accepts (:mod:`fsm.adapters.servers`). In a state that accepts no final answer the
+request asks for a tool call (``tool_choice``: the one offered function, or
+``"required"``). When the first attempt fails in a way the choice may have caused (a
+400, 422 or 500, a dropped connection), the same request is sent at once with the next
+choice of the family's list (``"auto"`` before none at all); a choice that failed is
+not sent to that server and model again, and the ``fallback`` events of a run's log
+carry that over to a later process (:meth:`OpenAIPolicy.remember`). ``force=False``
+(``fsm run --no-force``, ``FSM_TOOL_CHOICE=off``) never forces. Each reply is capped
+at ``max_output_tokens`` (default :data:`DEFAULT_MAX_OUTPUT_TOKENS`). Calls the server
+leaves in the reply's text (``<tool_call>...``, ``functions.NAME:``, Gemma's
+``tool_code``...) are read as calls (:mod:`fsm.adapters.textcalls`). A server that
+reports no token ``usage`` is warned about once: the token budget cannot count its
+calls.
 """
+
 
 from __future__ import annotations
 
@@ -37,21 +49,22 @@ import inspect
 import ipaddress
 import logging
 import math
-import os
-import socket
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlparse, urlunparse
 
 import openai
 
-from fsm.adapters import translate
+from fsm.adapters import servers, translate
+from fsm.adapters.failures import Failure, classify
+from fsm.adapters.sending import Attempts, Learnt
 from fsm.adapters.summariser import ModelSummariser
 from fsm.errors import ModelConfigError
-from fsm.policy import Action, PolicyUnavailable, Usage, View
+from fsm.policy import Action, PolicyRefused, PolicyUnavailable, Usage, View
 from fsm.pricing import PriceTable
+from fsm.records import Event
+from fsm.settings import Settings
 from fsm.spec import WorkflowSpec
 
 log = logging.getLogger("fsm.adapters.openai")
@@ -59,10 +72,14 @@ log = logging.getLogger("fsm.adapters.openai")
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Seconds to wait for one reply, unless ``timeout=`` (``fsm run --timeout``) says otherwise.
 DEFAULT_TIMEOUT = 60.0
+#: Tokens one reply may have, unless ``max_output_tokens=`` (``--max-output-tokens``)
+#: says otherwise: room for a tool call with a reply text of a few paragraphs.
+DEFAULT_MAX_OUTPUT_TOKENS = 1024
 #: Sent as the key to local servers, which ignore it (the SDK insists on one).
 LOCAL_API_KEY = "sk-local-no-key"
-RETRY_STATUSES = frozenset({408, 409, 429})
 MAX_BACKOFF_SECONDS = 30.0
+#: Seconds to wait for ``GET /models`` (recognising the server, checking it answers).
+PROBE_SECONDS = 10.0
 
 Backoff = Callable[[int, "float | None"], float]
 
@@ -87,25 +104,14 @@ def is_local(base_url: str) -> bool:
     return ip.is_loopback or ip.is_private or ip.is_unspecified
 
 
-@dataclass(frozen=True)
-class _Failure:
-    text: str
-    retryable: bool
-    retry_after: float | None = None
-    #: A failure a forced ``tool_choice`` may have caused: a 400, 422 or 500 status, or
-    #: a connection dropped without a reply (not 502-504: gateways and overload).
-    may_be_choice: bool = False
-    #: The connection was closed without a reply.
-    dropped: bool = False
-
-
-@dataclass(frozen=True)
-class _Forced:
-    """A request that forces a tool call, and the same request without forcing."""
-
-    kind: str
-    choice: Any
-    fallback: Mapping[str, Any]
+def shown_url(base_url: str) -> str:
+    """``base_url`` as the log may keep it: without a user name or password in it."""
+    url = urlparse(base_url)
+    if url.username is None and url.password is None:
+        return base_url
+    host = url.hostname or ""
+    netloc = f"{host}:{url.port}" if url.port else host
+    return urlunparse(url._replace(netloc=netloc))
 
 
 class OpenAIPolicy:
@@ -114,10 +120,16 @@ class OpenAIPolicy:
     ``prices`` is a :class:`~fsm.pricing.PriceTable` or a mapping merged over the
     shipped prices (``{"my-model": {"input": 0.5, "output": 1.5}}``, per million
     tokens). ``options`` are extra request fields (``temperature``, ``seed``,
-    ``tool_choice``, ``max_completion_tokens``...); ``tool_choice=None`` turns off
-    asking for a tool call. ``timeout`` is the seconds to wait for each reply (raise it
-    for slow local models). ``backoff(attempt, retry_after)`` and ``sleep`` are
-    injectable so tests need not wait.
+    ``tool_choice``...); ``tool_choice=None`` turns off asking for a tool call.
+    ``timeout`` is the seconds to wait for each reply (raise it for slow local models);
+    ``max_output_tokens`` caps each reply (``None``: no cap). ``force=False`` never asks
+    for a tool call (default: on, unless ``settings.tool_choice`` is ``off``). ``server``
+    names the server's family (:data:`fsm.adapters.servers.SERVER_NAMES`; ``"auto"``
+    recognises it). ``backoff(attempt, retry_after)`` and ``sleep`` are injectable so
+    tests need not wait. ``settings`` (:class:`fsm.settings.Settings`, default: its
+    defaults) give what is not passed: ``OPENAI_MODEL``, ``OPENAI_BASE_URL``,
+    ``OPENAI_API_KEY``, ``FSM_PRICES`` and ``FSM_TOOL_CHOICE`` when read with
+    ``Settings.load()``, as the command line reads them.
     """
 
     def __init__(
@@ -125,130 +137,111 @@ class OpenAIPolicy:
         base_url: str | None = None, api_key: str | None = None,
         prices: PriceTable | Mapping[str, Any] | None = None, max_retries: int = 3,
         timeout: float = DEFAULT_TIMEOUT, options: Mapping[str, Any] | None = None,
+        max_output_tokens: int | None = DEFAULT_MAX_OUTPUT_TOKENS,
+        force: bool | None = None, server: str = "auto",
         backoff: Backoff = default_backoff, sleep: Callable[[float], None] = time.sleep,
+        settings: Settings | None = None,
     ) -> None:
+        s = settings or Settings.defaults()
         self.spec = spec
-        self.model = model or os.environ.get("OPENAI_MODEL") or ""
+        self.model = model or s.openai_model or ""
         if not self.model:
-            raise ModelConfigError("no model name: pass model= (fsm run --model NAME) or set "
-                                   "OPENAI_MODEL, e.g. gpt-4o-mini")
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL")
-                         or DEFAULT_BASE_URL).rstrip("/")
-        key = api_key or os.environ.get("OPENAI_API_KEY")
+            raise ModelConfigError("no model name: pass model= (fsm run --model NAME) or "
+                                   "settings with OPENAI_MODEL, e.g. gpt-4o-mini")
+        self.base_url = (base_url or s.openai_base_url or DEFAULT_BASE_URL).rstrip("/")
+        key = api_key or s.openai_api_key
         if not key:
             if not is_local(self.base_url):
                 raise ModelConfigError(
                     f"no API key for {self.base_url}: pass api_key= or set OPENAI_API_KEY "
                     "(a key is optional only for local servers)")
             key = LOCAL_API_KEY
-        if spec is not None:
-            _check_tool_names(spec)
-        if max_retries < 0:
-            raise ModelConfigError(f"max_retries must be 0 or more, got {max_retries}")
-        if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
-            raise ModelConfigError(f"timeout must be a number of seconds above 0, got "
-                                   f"{timeout!r}")
-        self.prices = PriceTable.coerce(prices)
+        _check(spec, max_retries, timeout, max_output_tokens, server)
+        self.prices = PriceTable.coerce(prices, s.prices)
         self.max_retries = max_retries
         self.timeout = timeout
         self.options = dict(options or {})
+        self.max_output_tokens = max_output_tokens
+        self.force = s.tool_choice == "auto" if force is None else force
+        self.server = server
         self.backoff = backoff
         self.sleep = sleep
         self.client = openai.OpenAI(api_key=key, base_url=self.base_url, timeout=timeout,
                                     max_retries=0)
         self._raw_content = "content" in inspect.signature(self.client.post).parameters
-        #: Kinds of forced tool_choice ("function", "required") this server failed on.
-        self.unforced: set[str] = set()
-        choice = os.environ.get("FSM_TOOL_CHOICE", "auto").strip().lower() or "auto"
-        if choice not in ("auto", "off"):
-            raise ModelConfigError(f"FSM_TOOL_CHOICE must be 'auto' or 'off', got {choice!r}")
-        if choice == "off":
-            self.unforced = {"function", "required"}
+        #: What this policy learnt about the server (choices it failed on).
+        self.learnt = Learnt(shown_url(self.base_url), self.model)
+        self._family: str | None = None if server == "auto" else server
         #: Set once the server sent a reply without ``usage`` (warned about once).
         self._warned_usage = False
 
     # -- the policy -------------------------------------------------------------------
 
     def __call__(self, view: View) -> Action:
-        kind = self.force_kind(view)
-        body = translate.request_body(view, self.model, self.options, force=kind)
-        forced = None
-        if "tool_choice" in body and "tool_choice" not in self.options and kind is not None:
-            # The retry without tool_choice is the same request less that field.
-            fallback = {k: v for k, v in body.items() if k != "tool_choice"}
-            forced = _Forced(kind, body["tool_choice"], fallback)
-        response, usage = self._send(body, forced)
-        return translate.action_from_response(response, view, usage)
+        shapes = self.shapes(view)
+        attempts = Attempts(self, shapes, view)
+        response, usage = attempts.run()
+        action = translate.action_from_response(response, view, usage)
+        return action.model_copy(update={"request": attempts.record()})
 
-    def force_kind(self, view: View) -> str | None:
-        """The kind of ``tool_choice`` to send for ``view``: ``"function"`` (one tool),
-        ``"required"``, or ``None`` (the state accepts a final answer, or this server
-        failed on every kind that fits)."""
-        if translate.forced_choice(view) is None:
-            return None
-        kinds = ["function", "required"] if translate.choice_kind(view) == "function" \
-            else ["required"]
-        return next((k for k in kinds if k not in self.unforced), None)
+    @property
+    def unforced(self) -> set[str]:
+        """The ``tool_choice`` kinds this server and model failed on."""
+        return set(self.learnt.refused)
+
+    def family(self) -> servers.Family:
+        """The server's family: as given, else recognised from ``GET /models`` (asked
+        once; a server that cannot be reached is asked again on the next call)."""
+        if self._family is None:
+            models, reached = self.probe()
+            family = servers.recognise(self.base_url, models)
+            if reached:
+                self._family = family
+            return servers.FAMILIES[family]
+        return servers.FAMILIES[self._family]
+
+    def shapes(self, view: View) -> list[translate.Shape]:
+        """The requests to try for ``view``, first choice first: one per ``tool_choice``
+        the family accepts, less those this server failed on (the last is kept)."""
+        family = self.family()
+        base = translate.Shape(
+            model=self.model, server=family.name, max_output_tokens=self.max_output_tokens,
+            time_limit_ms=int(self.timeout * 800) if family.time_limit else None,
+            options=self.options)
+        if "tool_choice" in self.options or not view.tools:
+            return [base]
+        forced = self.force and not (view.final_allowed or view.asks_customer)
+        order = [c for c in (family.forced if forced else family.free)
+                 if c != "function" or len(view.tools) == 1]
+        kept = [c for c in order if c not in self.learnt.refused] or order[-1:]
+        return [translate.Shape(**{**base.__dict__, "choice": c}) for c in kept]
 
     def request_for(self, view: View) -> dict[str, Any]:
-        """The request body sent for ``view`` (also what ``show`` prints for a step).
+        """The request body this policy would send first for ``view`` now."""
+        return translate.body_for(view, self.shapes(view)[0])
 
-        It is the first attempt's: after a server failed on a forced ``tool_choice``,
-        the same step's retry leaves ``tool_choice`` out.
-        """
-        return translate.request_body(view, self.model, self.options,
-                                      force=self.force_kind(view))
+    def settings(self) -> dict[str, Any]:
+        """What a run records about this policy besides its model, base URL and timeout
+        (never the key), so a later process drives the run the same way."""
+        out: dict[str, Any] = {"max_output_tokens": self.max_output_tokens,
+                               "force": self.force, "server": self.server}
+        if self.options:
+            out["options"] = translate.Shape(self.model, options=self.options).record()[
+                "options"]
+        return out
+
+    def remember(self, events: Iterable[Event]) -> None:
+        """Take what earlier processes learnt about this server and model from a run's
+        log (its ``fallback`` events), so they are not asked the same again."""
+        self.learnt.read(events)
 
     def complete(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], Usage]:
         """POST ``body`` to ``/chat/completions`` with retries; (response, usage).
 
         Raises :class:`~fsm.policy.PolicyUnavailable` when every attempt failed.
         """
-        return self._send(body)
-
-    def _send(self, body: Mapping[str, Any], forced: _Forced | None = None
-              ) -> tuple[dict[str, Any], Usage]:
-        """POST with retries; (response, usage).
-
-        With ``forced``, a first attempt that fails in a way its tool_choice may have
-        caused is retried at once without it (not counted against ``max_retries``).
-        That kind of tool_choice is then given up for good when the server dropped the
-        connection (it may have crashed on it) or when the request without it succeeds.
-        """
-        data = translate.encode(body)
-        attempt = 0
-        switched = False
-        while True:
-            attempt += 1
-            try:
-                response = self._post(data, body)
-            except Exception as exc:
-                failure = self._describe(exc)
-                if failure is None:
-                    raise
-                if forced is not None and attempt == 1 and failure.may_be_choice:
-                    if failure.dropped:
-                        self._unforce(forced, "dropped the connection")
-                    body, data, switched = forced.fallback, translate.encode(forced.fallback), True
-                    continue
-                retries = attempt - (1 if switched else 0)
-                if not failure.retryable or retries > self.max_retries:
-                    raise PolicyUnavailable(
-                        f"{self.model!r} at {self.base_url} failed after {attempt} "
-                        f"attempt(s): {failure.text}", Usage(calls=attempt)) from exc
-                self.sleep(self.backoff(retries, failure.retry_after))
-                continue
-            if forced is not None and switched and attempt == 2:
-                self._unforce(forced, "failed")
-            return response, self.usage_of(response, calls=attempt)
-
-    def _unforce(self, forced: _Forced, how: str) -> None:
-        if forced.kind in self.unforced:
-            return
-        self.unforced.add(forced.kind)
-        log.warning("%r at %s %s on tool_choice %s; asking without it: this policy does "
-                    "not force a tool call that way again (FSM_TOOL_CHOICE=off never "
-                    "forces)", self.model, self.base_url, how, json_choice(forced.choice))
+        attempts = Attempts(self, [], None, raw=dict(body))
+        return attempts.run()
 
     def usage_of(self, response: Mapping[str, Any], *, calls: int = 1) -> Usage:
         """Tokens from the reply's ``usage``, priced with the table.
@@ -277,7 +270,8 @@ class OpenAIPolicy:
 
     # -- plumbing ---------------------------------------------------------------------
 
-    def _post(self, data: bytes, body: Mapping[str, Any]) -> dict[str, Any]:
+    def post(self, data: bytes, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST the encoded ``body`` (``data``) to ``/chat/completions``."""
         if self._raw_content:
             result = self.client.post(
                 "/chat/completions", cast_to=dict, content=data,
@@ -288,29 +282,28 @@ class OpenAIPolicy:
             raise ValueError(f"expected a JSON object, got {type(result).__name__}")
         return result
 
-    def _describe(self, exc: Exception) -> _Failure | None:
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            text = f"HTTP {status}: {_server_message(exc)}"
-            if status in (401, 403):
-                text += " (check OPENAI_API_KEY)"
-            elif status == 404:
-                text += " (check the model name and the base URL)"
-            retryable = status in RETRY_STATUSES or status >= 500
-            return _Failure(text, retryable, _retry_after(exc.response.headers),
-                            may_be_choice=status in (400, 422, 500))
-        if isinstance(exc, openai.APITimeoutError):
-            return _Failure(f"no reply within {self.timeout:g}s", True)
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc
-            # A dropped connection may be a server that crashed on the request; one
-            # that was never made cannot be.
-            dropped = not _never_connected(exc)
-            return _Failure(f"cannot connect ({type(cause).__name__}: {cause})", True,
-                            may_be_choice=dropped, dropped=dropped)
-        if isinstance(exc, ValueError | openai.APIResponseValidationError):
-            return _Failure(f"the server's reply was not a JSON object ({exc})", True)
-        return None
+    def probe(self) -> tuple[Any, bool]:
+        """(``GET /models``'s JSON or ``None``, whether the server answered at all)."""
+        try:
+            client = self.client.with_options(timeout=min(self.timeout, PROBE_SECONDS))
+            return client.get("/models", cast_to=object), True
+        except openai.APIStatusError:
+            return None, True  # it answered, if not with models
+        except Exception:  # noqa: BLE001 (unreachable, or an answer that is not JSON)
+            return None, False
+
+    def classify(self, exc: Exception) -> Failure | None:
+        return classify(exc, self.timeout)
+
+    def refused(self, text: str, usage: Usage, request: dict[str, Any] | None,
+                failure: Failure) -> PolicyRefused:
+        return PolicyRefused(f"{self.model!r} at {shown_url(self.base_url)} {text}", usage,
+                             request=request, detail=failure.body, overflow=failure.overflow)
+
+    def unavailable(self, text: str, usage: Usage, request: dict[str, Any] | None,
+                    failure: Failure) -> PolicyUnavailable:
+        return PolicyUnavailable(f"{self.model!r} at {shown_url(self.base_url)} {text}",
+                                 usage, request=request, detail=failure.body)
 
     def close(self) -> None:
         """Close the HTTP connections."""
@@ -323,21 +316,26 @@ class OpenAIPolicy:
         self.close()
 
     def __repr__(self) -> str:
-        return f"OpenAIPolicy(model={self.model!r}, base_url={self.base_url!r})"
+        return f"OpenAIPolicy(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
 
 
-def _never_connected(exc: BaseException) -> bool:
-    """True when the connection was never made (refused, unknown host): the request's
-    body cannot have caused that. Matched by name: the SDK's HTTP library varies."""
-    seen: BaseException | None = exc
-    for _ in range(10):
-        if seen is None:
-            return False
-        if isinstance(seen, ConnectionRefusedError | socket.gaierror) or (
-                type(seen).__name__ == "ConnectError"):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+def _check(spec: WorkflowSpec | None, max_retries: int, timeout: float,
+           max_output_tokens: int | None, server: str) -> None:
+    if spec is not None:
+        _check_tool_names(spec)
+    if max_retries < 0:
+        raise ModelConfigError(f"max_retries must be 0 or more, got {max_retries}")
+    if not (isinstance(timeout, int | float) and math.isfinite(timeout) and timeout > 0):
+        raise ModelConfigError(f"timeout must be a number of seconds above 0, got "
+                               f"{timeout!r}")
+    if max_output_tokens is not None and not (
+            isinstance(max_output_tokens, int) and not isinstance(max_output_tokens, bool)
+            and max_output_tokens > 0):
+        raise ModelConfigError(f"max_output_tokens must be a whole number of tokens above 0 "
+                               f"(or None for no cap), got {max_output_tokens!r}")
+    if server not in servers.SERVER_NAMES:
+        raise ModelConfigError(f"server must be one of {', '.join(servers.SERVER_NAMES)}, "
+                               f"got {server!r}")
 
 
 def json_choice(choice: Any) -> str:
@@ -347,21 +345,6 @@ def json_choice(choice: Any) -> str:
 
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and value > 0 else 0
-
-
-def _server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, Mapping) and isinstance(body.get("message"), str):
-        return body["message"]
-    return exc.message
-
-
-def _retry_after(headers: Any) -> float | None:
-    value = headers.get("retry-after") if headers is not None else None
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
 
 
 def _check_tool_names(spec: WorkflowSpec) -> None:

@@ -13,7 +13,13 @@ models, vLLM without ``--tool-call-parser``) returns the model's call as plain
 - Llama 3.2 / 4 pythonic: ``[get_order(order_id="A-1001")]`` (offered tools only);
 - Mistral: ``[TOOL_CALLS][{"name": "get_order", "arguments": {...}}]``;
 - a fenced block: ````json {"name": ..., "arguments": {...}} ```` (also the OpenAI
-  ``{"function": {"name": ..., "arguments": ...}}`` shape).
+  ``{"function": {"name": ..., "arguments": ...}}`` shape, and a Python dict);
+- Gemma: ````tool_code get_order(order_id="A-1001") ```` (also wrapped in ``print(...)``);
+- llama-cpp-python's ``chatml-function-calling``: ``functions.get_order:\n{"order_id":
+  "A-1001"}`` (one or more, as its prompt shows the model; an answer may start with
+  ``message:``);
+- any of these HTML-escaped (``{&#34;order_id&#34;: ...}``): that template escapes the
+  JSON it shows the model, and small models copy it.
 
 A JSON object counts as a call only with that shape (a name plus ``arguments`` or
 ``parameters``, and nothing else), so a final answer that merely contains JSON stays
@@ -24,6 +30,7 @@ be read becomes a problem the model is told about.
 from __future__ import annotations
 
 import ast
+import html
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -39,7 +46,12 @@ _HERMES = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
 _FUNCTION_TAG = re.compile(r"<function=([^>\s]+)>(.*?)(?:</function>|\Z)", re.DOTALL)
 _PYTHON_TAG = "<|python_tag|>"
 _MISTRAL = "[TOOL_CALLS]"
-_FENCE = re.compile(r"```[ \t]*(?:json|JSON|tool_call|python)?[ \t]*\n?(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|tool_code|tool_call|python|py)?[ \t]*\n?(.*?)```",
+                    re.DOTALL)
+#: ``functions.NAME:`` as llama-cpp-python's chatml-function-calling prompt writes calls.
+_FUNCTIONS = re.compile(r"(?:^|\n)[ \t]*(?:message:\s*)?functions\.([A-Za-z0-9_-]{1,64}):[ \t]*\n?")
+#: HTML character references a template's autoescaping leaves in JSON.
+_ESCAPED = re.compile(r"&(?:#34|#39|quot|apos|amp|lt|gt|#x22|#x27);")
 _SPECIAL = re.compile(r"<\|(?:eom_id|eot_id|im_end|end|endoftext)\|>|</?s>")
 _PYTHONIC = re.compile(r"^\[?\s*[A-Za-z_][\w.]*\(.*\)\s*\]?$", re.DOTALL)
 _ARG_KEYS = ("arguments", "parameters", "args")
@@ -62,8 +74,18 @@ def find_calls(content: str, tool_names: Sequence[str] = ()) -> TextCalls | None
     """The tool calls written in ``content``, or ``None`` when it holds none."""
     if not content or len(content) > MAX_SCAN_CHARS:
         return None
+    found = _find(content, tool_names)
+    if (found is None or found.problem is not None) and _ESCAPED.search(content):
+        unescaped = _find(html.unescape(content), tool_names)
+        if unescaped is not None and unescaped.calls:
+            return unescaped
+    return found
+
+
+def _find(content: str, tool_names: Sequence[str]) -> TextCalls | None:
     finders: list[Callable[[str, Sequence[str]], TextCalls | None]] = [
-        _hermes, _mistral, _function_tags, _python_tag, _fenced, _bare_json, _bare_pythonic]
+        _hermes, _mistral, _function_tags, _python_tag, _functions_prefix, _fenced,
+        _bare_json, _bare_pythonic]
     for finder in finders:
         found = finder(content, tool_names)
         if found is not None:
@@ -125,12 +147,40 @@ def _python_tag(content: str, names: Sequence[str]) -> TextCalls | None:
     return TextCalls(calls, _rest(content[:at]))
 
 
+def _functions_prefix(content: str, names: Sequence[str]) -> TextCalls | None:
+    """``functions.NAME:`` followed by the arguments as one JSON object, once or more."""
+    marks = list(_FUNCTIONS.finditer(content))
+    if not marks:
+        return None
+    calls, rest, pos = [], [], 0
+    for mark in marks:
+        if mark.start() < pos:
+            continue
+        value, end = _decode(content, _skip_space(content, mark.end()))
+        if not isinstance(value, dict):
+            return _problem(content, f"functions.{mark.group(1)}: is not followed by its "
+                                     f"arguments as one JSON object: "
+                                     f"{_excerpt(content[mark.end():])}")
+        calls.append({"function": {"name": mark.group(1), "arguments": value}})
+        rest.append(content[pos:mark.start()])
+        pos = end
+    rest.append(content[pos:])
+    return TextCalls(calls, _rest(re.sub(r"^\s*message:\s*", "", "".join(rest))))
+
+
+def _skip_space(text: str, at: int) -> int:
+    while at < len(text) and text[at].isspace():
+        at += 1
+    return at
+
+
 def _fenced(content: str, names: Sequence[str]) -> TextCalls | None:
     calls: list[dict[str, Any]] = []
     spans = []
     for fence in _FENCE.finditer(content):
-        found = _json_calls(fence.group(1).strip(), names) or _pythonic(
-            fence.group(1), names, known_only=True)
+        inside = fence.group(1).strip()
+        found = _json_calls(inside, names) or _literal_calls(inside, names) or _pythonic(
+            inside, names, known_only=True)
         if found:
             calls += found
             spans.append(fence.span())
@@ -207,6 +257,21 @@ def _json_calls(text: str, names: Sequence[str]) -> list[dict[str, Any]] | None:
     return [c for c in calls if c is not None]
 
 
+def _literal_calls(text: str, names: Sequence[str]) -> list[dict[str, Any]] | None:
+    """A call written as a Python dict (``{'name': ..., 'arguments': {...}}``)."""
+    if not text.startswith(("{", "[")):
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+        return None
+    items = value if isinstance(value, list) else [value]
+    calls = [_as_call(v, names, marked=True) for v in items]
+    if not calls or any(c is None for c in calls):
+        return None
+    return [c for c in calls if c is not None]
+
+
 def _pythonic(text: str, names: Sequence[str], *, known_only: bool) -> list[dict] | None:
     """``[get_order(order_id="A-1001"), ...]``: keyword arguments with literal values."""
     text = text.strip()
@@ -219,6 +284,7 @@ def _pythonic(text: str, names: Sequence[str], *, known_only: bool) -> list[dict
     items = node.elts if isinstance(node, ast.List | ast.Tuple) else [node]
     calls = []
     for item in items:
+        item = _unprinted(item)
         name = _dotted(item.func) if isinstance(item, ast.Call) else None
         if name is None or not isinstance(item, ast.Call) or item.args:
             return None
@@ -231,6 +297,14 @@ def _pythonic(text: str, names: Sequence[str], *, known_only: bool) -> list[dict
             return None
         calls.append({"function": {"name": name, "arguments": args}})
     return calls or None
+
+
+def _unprinted(node: ast.expr) -> ast.expr:
+    """``print(call(...))`` as Gemma writes it in a ``tool_code`` block: the call."""
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id == "print" and len(node.args) == 1 and not node.keywords):
+        return node.args[0]
+    return node
 
 
 def _dotted(node: ast.expr) -> str | None:
