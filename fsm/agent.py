@@ -91,7 +91,8 @@ class Agent:
         if run.pending is not None:
             pending = {"tool": run.pending.tool, "args": run.pending.args,
                        "key": getattr(run.pending, "key", None)}
-        return {"run_id": self.run_id, "history": self._store.messages(self.run_id),
+        return {"run_id": self.run_id,
+                "history": self._store.messages(self.run_id, 0, run.message_count),
                 "steps": run.used.steps, "status": run.status, "pending": pending,
                 "answer": run.answer}
 

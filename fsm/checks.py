@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fsm.conversation_checks import conversation_problems
 from fsm.guards import Guard
 from fsm.reach import closure
 from fsm.tools import ADVANCE, ToolSpec
@@ -36,6 +37,11 @@ class Tables(BaseModel):
     approve_event: str = "approved"
     deny_event: str = "declined"
     approval_ttl_seconds: float = Field(default=72 * 3600, gt=0)
+    customer_events: frozenset[str] = frozenset()
+    asks_customer: frozenset[str] = frozenset()
+    confirm_event: str = "confirmed"
+    reply_ttl_seconds: float | None = Field(default=None, gt=0)
+    reply_expiry_event: str | None = None
 
 
 def quoted(items: Any) -> str:
@@ -78,6 +84,8 @@ class Check:
     guards: dict[str, Any]
     payloads: dict[str, type[BaseModel]]
     invariants: Any
+    #: The workflow's ``interpret`` hook (conversations with customers).
+    interpret: Any = None
     states: tuple[str, ...] = field(init=False)
     terminal: frozenset[str] = field(init=False)
     #: Targets declared nowhere; reported once, then treated as ends so that no
@@ -108,7 +116,7 @@ class Check:
         for check in (
             self._undeclared, self._unknown_states, self._dead_ends, self._reachability,
             self._tools, self._event_references, self._people, self._guards,
-            self._invariants, self._collisions,
+            self._invariants, self._collisions, self._customers,
         ):
             out.extend(check())
         return out
@@ -143,9 +151,19 @@ class Check:
         if dead:
             out.append(f"non-terminal states with no way out: {quoted(dead)} "
                        "(list them in terminal= if runs end there)")
-        exiting_terminals = [s for s in self.terminal if self.t.transitions.get(s)]
+        # A hand-over state may be left by events only a person fires: a person at the
+        # desk resumes the run with one of them.
+        exiting_terminals = [s for s in self.terminal if self.t.transitions.get(s)
+                             and s not in self.t.handed_over_states]
         if exiting_terminals:
             out.append(f"terminal states with outgoing events: {quoted(exiting_terminals)}")
+        for state in sorted(self.t.handed_over_states):
+            others = [e for e in self.t.transitions.get(state, {})
+                      if e not in self.t.human_events]
+            if others:
+                out.append(f"hand-over state {state!r} may only be left by human-only events "
+                           f"(a person resumes the run from the desk), not {quoted(others)}; "
+                           "add them to human_events or remove them")
         return out
 
     def _reachability(self) -> list[str]:
@@ -216,9 +234,9 @@ class Check:
         waiting = []
         for state, events in self.t.transitions.items():
             mine = [e for e in events if e in human]
-            if not mine:
-                continue
-            others = [e for e in events if e not in human]
+            if not mine or state in self.t.handed_over_states:
+                continue  # a hand-over state's events are the desk's, checked above
+            others = [e for e in events if e not in human and e not in self.t.customer_events]
             tools = self.t.tools_by_state.get(state)
             if others:
                 out.append(f"state {state!r} has human-only events ({quoted(mine)}) and "
@@ -260,6 +278,9 @@ class Check:
         known = {"states": set(self.states), "events": self.events,
                  "tools": set(self.tools), "facts": facts}
         return invariant_problems(self.invariants, known)
+
+    def _customers(self) -> list[str]:
+        return conversation_problems(self)
 
     def _collisions(self) -> list[str]:
         clash = (self.events & set(self.tools)) | (self.events & {ADVANCE})

@@ -2,6 +2,20 @@
 
 Crash tests set the variable, let the process die with SIGKILL at an exact place,
 then resume the run in a new process and check the ledger and the log.
+``<point>@<step>:stop`` freezes the process there instead (SIGSTOP), as a debugger or
+a paused machine would, holding whatever it holds; SIGCONT lets it go on. Several
+points are separated by commas; ``*`` for the step matches every step.
+
+The variable is read once, at the entry point (the ``fsm`` command, a worker):
+``install(from_environ(os.environ))``. The injector is an engine hook
+(:class:`~fsm.hooks.Hooks`) for the points of a step, and :func:`fault` names the
+points outside the engine (a lock a store or a workflow waits on)::
+
+    before_policy             the policy is about to be asked (hook: before_policy)
+    after_claim               a write's key is claimed, the tool not called (before_tool)
+    after_tool_before_commit  the tool ran, its result is not committed (after_tool)
+    after_commit              a step's commit landed (after_commit)
+    migration_locked, sweep_locked, shop_schema_locked   (step 0) a lock is held
 """
 
 from __future__ import annotations
@@ -9,32 +23,82 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Mapping
-from typing import Any
 
-_NAME = "FSM_FAULT"
+from fsm.errors import UsageError
+from fsm.hooks import CommitInfo, Hooks, PolicyCallInfo, ToolCallInfo, ToolResultInfo
+from fsm.hooks import install as install_hook
+from fsm.hooks import uninstall as uninstall_hook
 
-
-def _raw_environ() -> tuple[Mapping[Any, Any], Any]:
-    """Where ``os.environ`` keeps its values, and the variable's key there: a step passes
-    three fault points, and ``os.environ.get`` encodes the name each time. The variable
-    is still read on every call, so a process may set it at any time."""
-    data = getattr(os.environ, "_data", None)
-    encodekey = getattr(os.environ, "encodekey", None)
-    if isinstance(data, dict) and callable(encodekey):
-        return data, encodekey(_NAME)
-    return os.environ, _NAME
+#: The environment variable :func:`from_environ` reads.
+NAME = "FSM_FAULT"
 
 
-_ENVIRON, _KEY = _raw_environ()
+class FaultInjector(Hooks):
+    """Kills (or freezes) this process at the named points of the named steps."""
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        #: (point, step or "" / "*" for any, how) for each comma-separated item.
+        self.points: list[tuple[str, str, str]] = []
+        for item in spec.split(","):
+            if not item.strip():
+                continue
+            name, _, at = item.strip().partition("@")
+            at, _, how = at.partition(":")
+            if how not in ("", "stop"):
+                raise UsageError(f"{NAME}={spec!r}: {item!r} ends in {how!r}; allowed: "
+                                 "POINT@STEP (SIGKILL) or POINT@STEP:stop (SIGSTOP)")
+            self.points.append((name, at, how))
+        self._names = frozenset(p[0] for p in self.points)
+
+    def __repr__(self) -> str:
+        return f"FaultInjector({self.spec!r})"
+
+    def point(self, point: str, step: int) -> None:
+        """Kill this process with SIGKILL (or stop it) if ``point`` at ``step`` is named."""
+        if point not in self._names:
+            return
+        for name, at, how in self.points:
+            if name == point and (at in ("", "*") or at == str(step)):
+                os.kill(os.getpid(), signal.SIGSTOP if how == "stop" else signal.SIGKILL)
+
+    def before_policy(self, call: PolicyCallInfo) -> None:
+        self.point("before_policy", call.step)
+
+    def before_tool(self, call: ToolCallInfo) -> None:
+        if call.claimed:
+            self.point("after_claim", call.step)
+
+    def after_tool(self, result: ToolResultInfo) -> None:
+        self.point("after_tool_before_commit", result.step)
+
+    def after_commit(self, commit: CommitInfo) -> None:
+        if not commit.initial:
+            self.point("after_commit", commit.step)
+
+
+def from_environ(environ: Mapping[str, str]) -> FaultInjector | None:
+    """The injector ``FSM_FAULT`` in ``environ`` asks for, or ``None`` when it is unset."""
+    spec = environ.get(NAME, "")
+    return FaultInjector(spec) if spec.strip() else None
+
+
+_ACTIVE: FaultInjector | None = None
+
+
+def install(injector: FaultInjector | None) -> None:
+    """Make ``injector`` this process's fault points (``None``: none), replacing the one
+    installed before: engines made from now on call it, and so does :func:`fault`."""
+    global _ACTIVE
+    if _ACTIVE is not None:
+        uninstall_hook(_ACTIVE)
+    _ACTIVE = injector
+    if injector is not None:
+        install_hook(injector)
 
 
 def fault(point: str, step: int) -> None:
-    """Kill this process with SIGKILL if ``FSM_FAULT`` names ``point`` at ``step``."""
-    raw = _ENVIRON.get(_KEY)
-    if not raw:
-        return
-    spec = os.fsdecode(raw)  # as os.environ decodes it
-    for item in spec.split(","):
-        name, _, at = item.partition("@")
-        if name == point and (at in ("", "*") or at == str(step)):
-            os.kill(os.getpid(), signal.SIGKILL)
+    """A fault point outside the engine: kill this process if the installed injector
+    names ``point`` at ``step``."""
+    if _ACTIVE is not None:
+        _ACTIVE.point(point, step)

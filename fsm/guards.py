@@ -21,6 +21,9 @@ class Guard:
     description: str
     fn: Callable[[Facts, dict[str, Any]], bool]
     establishes: tuple[str, ...] = ()
+    #: ``reason(facts, payload) -> text | None``: why the guard is not met, for this very
+    #: payload, in words the model reads after the refusal ("order #W1 is delivered").
+    reason: Callable[[Facts, dict[str, Any]], str | None] | None = None
 
 
 def guard(description: str, *, establishes: tuple[str, ...] = ()) -> Callable[..., Guard]:

@@ -14,8 +14,9 @@ from typing import Any
 
 from transitions import EventData, Machine, MachineError
 
-from fsm.errors import TransitionRefused
-from fsm.records import describe
+from fsm.errors import TransitionRefused, WorkflowCodeError
+from fsm.guards import Guard
+from fsm.records import describe, shown
 from fsm.spec import WorkflowSpec
 
 
@@ -61,7 +62,8 @@ class WorkflowMachine:
         self, state: str, event: str, facts: Mapping[str, Any], payload: dict[str, Any],
         *, run_id: str | None = None,
     ) -> str:
-        """Return the next state, or raise :class:`TransitionRefused` with the reason."""
+        """Return the next state, or raise :class:`TransitionRefused` with the reason
+        (:class:`WorkflowCodeError` when the guard raised)."""
         if event not in self._machine.events:
             raise TransitionRefused(
                 f"event {event!r} does not exist in workflow {self.spec.name!r}",
@@ -78,20 +80,32 @@ class WorkflowMachine:
                     f"event {event!r} is not allowed in state {state!r} (allowed: {allowed})",
                     run_id=run_id, state=state, event=event,
                 ) from None
-            except Exception as exc:  # a guard that raised: its event is refused, not fired
+            except Exception as exc:  # a guard that raised: a bug in the workflow's code
                 g = self.spec.guards[event]
-                raise TransitionRefused(
-                    f"event {event!r} refused in state {state!r}: guard ({g.description}) "
+                raise WorkflowCodeError(
+                    f"the guard of {event!r}",
+                    f"event {event!r} in state {state!r}: its guard ({g.description}) "
                     f"raised {describe(exc)}", run_id=run_id, state=state, event=event,
                 ) from exc
             after = token.state
         if not moved:
             g = self.spec.guards[event]
             raise TransitionRefused(
-                f"event {event!r} refused in state {state!r}: guard not met ({g.description})",
-                run_id=run_id, state=state, event=event,
+                f"event {event!r} refused in state {state!r}: guard not met ({g.description})"
+                + _why(g, facts, payload), run_id=run_id, state=state, event=event,
             )
         return after
+
+
+def _why(g: Guard, facts: Mapping[str, Any], payload: dict[str, Any]) -> str:
+    """``": <the guard's reason>"`` when its ``reason`` hook says one, else ``""``."""
+    if g.reason is None:
+        return ""
+    try:
+        why = g.reason(facts, payload)
+    except Exception as exc:  # the workflow's code: the refusal stands, with what it raised
+        return f": its reason raised {describe(exc)}"
+    return f": {shown(why)}" if why else ""
 
 
 def machine_for(spec: WorkflowSpec) -> WorkflowMachine:

@@ -13,6 +13,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from fsm.transcript import Message, read_all
+
 log = logging.getLogger("fsm.policy")
 
 #: The largest count a :class:`Usage` field holds (2**53, exact in JSON and JavaScript).
@@ -112,6 +114,11 @@ class Action(BaseModel):
     problem: str | None = None
     #: Free text the model wrote alongside its call (kept in the transcript).
     text: str | None = None
+    #: How a model adapter sent this call, logged with its ``policy`` event (plain JSON):
+    #: what ``fsm show --request`` needs to rebuild the exact bytes sent, and under
+    #: ``fallbacks`` each change made after the server failed on a request (each is also
+    #: logged as a ``fallback`` event).
+    request: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _one_kind(self) -> Action:
@@ -130,7 +137,8 @@ class View(BaseModel):
     step: int
     #: The workflow machine's state.
     state: str
-    #: The transcript, possibly compacted (see :mod:`fsm.runtime.compaction`).
+    #: The transcript, possibly compacted (see :mod:`fsm.runtime.compaction`): each
+    #: message's JSON object (:attr:`transcript` has them typed).
     messages: list[dict[str, Any]]
     #: JSON schemas of the tools allowed in ``state`` plus ``advance``.
     tools: list[dict[str, Any]]
@@ -141,9 +149,17 @@ class View(BaseModel):
     #: True when ``state`` accepts a final answer; False when only a tool call or an
     #: event moves the run on (model adapters then ask the server for a tool call).
     final_allowed: bool = True
+    #: True when the model's plain text (no tool call) is a message to the customer here:
+    #: the run then waits for the reply, which the model reads in this state.
+    asks_customer: bool = False
 
     def tool_names(self) -> list[str]:
         return [t["name"] for t in self.tools]
+
+    @property
+    def transcript(self) -> list[Message]:
+        """:attr:`messages` as typed messages (see :mod:`fsm.transcript`)."""
+        return read_all(self.messages)
 
 
 class Policy(Protocol):
@@ -154,11 +170,33 @@ class PolicyUnavailable(Exception):
     """Raised by a policy whose model could not be reached; the run can resume later.
 
     ``usage`` is what the failed attempts cost; it counts against the budgets.
+    ``request`` is how the last attempt was sent (as :attr:`Action.request`), and
+    ``detail`` the server's whole answer, kept in the log while the message (the run's
+    reason) stays one line.
     """
 
-    def __init__(self, message: str, usage: Usage | None = None) -> None:
+    def __init__(self, message: str, usage: Usage | None = None, *,
+                 request: dict[str, Any] | None = None, detail: str | None = None) -> None:
         self.usage = usage or NO_USAGE
+        self.request = request
+        self.detail = detail
         super().__init__(message)
+
+
+class PolicyRefused(PolicyUnavailable):
+    """Raised by a policy whose model server refuses the request, so that asking again
+    will not help: a permanent 4xx, or a 500 that recurs on the same request while the
+    server answers otherwise. The run stops as ``model_refused``.
+
+    ``overflow`` is True when the prompt does not fit the model's context; the engine
+    then compacts the view (when it has a compactor) and asks once more first.
+    """
+
+    def __init__(self, message: str, usage: Usage | None = None, *,
+                 request: dict[str, Any] | None = None, detail: str | None = None,
+                 overflow: bool = False) -> None:
+        self.overflow = overflow
+        super().__init__(message, usage, request=request, detail=detail)
 
 
 PolicyFn = Callable[[View], Any]

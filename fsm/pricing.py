@@ -7,8 +7,8 @@ currency, US dollars for the shipped table), so a cost is an exact integer::
     table.cost("my-model", input_tokens=1200, output_tokens=300)   # -> 1050 micros
 
 A dated snapshot (``gpt-4o-2024-08-06``) is priced like its base name. An unknown
-model costs 0 and is reported once on the ``fsm.pricing`` logger. Set
-``FSM_PRICES`` to a JSON file ``{"model": {"input": 0.5, "output": 1.5}}`` (dollars
+model costs 0 and is reported once on the ``fsm.pricing`` logger. At the command line,
+set ``FSM_PRICES`` to a JSON file ``{"model": {"input": 0.5, "output": 1.5}}`` (dollars
 per million tokens) to add or override prices without code.
 """
 
@@ -84,18 +84,20 @@ class PriceTable:
         self._warned: set[str] = set()
 
     @classmethod
-    def default(cls) -> PriceTable:
-        """The shipped prices, plus the file named by ``FSM_PRICES`` if set."""
+    def default(cls, path: str | None = None) -> PriceTable:
+        """The shipped prices, plus the JSON file ``path`` (``FSM_PRICES`` at the command
+        line) if given."""
         table = cls(DEFAULT_PRICES)
-        path = os.environ.get("FSM_PRICES")
         return table.with_prices(load_prices(path)) if path else table
 
     @classmethod
-    def coerce(cls, value: PriceTable | Mapping[str, Any] | None) -> PriceTable:
-        """Accept a table, a mapping of prices (merged over the defaults), or ``None``."""
+    def coerce(cls, value: PriceTable | Mapping[str, Any] | None,
+               path: str | None = None) -> PriceTable:
+        """Accept a table, a mapping of prices (merged over the defaults and the file
+        ``path``), or ``None``."""
         if isinstance(value, PriceTable):
             return value
-        table = cls.default()
+        table = cls.default(path)
         return table.with_prices(parse_prices(value)) if value else table
 
     def with_prices(self, prices: Mapping[str, Price]) -> PriceTable:

@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal, NamedTuple, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
+from fsm.customer import AwaitingCustomer, Confirmation
+
 #: Bump when :class:`RunState` changes shape; add a step to ``_MIGRATIONS``.
 SCHEMA_VERSION = 3
 
@@ -31,6 +33,9 @@ Status = Literal[
     "budget_exhausted",   # a step, cost, token or time budget is spent (``reason`` says which)
     "handed_over",        # a person must take over: a hand-over state, an in-doubt write
     "model_unavailable",  # the model could not be reached; resuming continues the run
+    "model_refused",      # the model server refuses this request every time; change the model
+                          # or the server, then resume
+    "awaiting_customer",  # waits for the customer's reply; nothing runs until it arrives
 ]
 #: Statuses a run never leaves.
 FINAL_STATUSES: frozenset[str] = frozenset(
@@ -52,9 +57,26 @@ EventKind = Literal[
     "takeover",    # an operator took the run's lease from a holder that is gone
     "recover",     # a crash left a claimed write: its step is finished from the claim
     "budget",      # an operator raised the budgets of a run
+    "take",        # a person at the desk took a handed-over run (it is assigned to them)
+    "close",       # a person closed a handover: resolved outside fsm, resumed, or closed
+    "migrated",    # an operator moved the run to another definition (both hashes, the map)
+    "fallback",    # the model server failed on a request; the policy asks another way from now
+    "policy_set",  # the run is driven by another policy or model from here on
+    "ask",         # the run started to wait for its customer (the message or proposal shown)
+    "reply",       # the run read a reply of its customer (the model reads it next)
+    "unanswered",  # the customer did not reply in time: the workflow's expiry event fires
+    "claim",       # a write was claimed (committed before it runs): tool, arguments' hash,
+                   # state and what it is bound to; its effect row carries this event's hash
+    "unavailable", # the infrastructure failed a step (a lost connection, a timeout): the
+                   # step rolled back and the run is retried, or handed over after a bound
 ]
 
-Verdict = Literal["approved", "denied", "expired"]
+Verdict = Literal[
+    "approved",   # a person approved the request
+    "denied",     # a person denied it
+    "expired",    # nobody decided before it expired
+    "withdrawn",  # the run moved to another definition, which asks again (a migration)
+]
 
 
 def _not_json(value: Any) -> Any:
@@ -307,7 +329,8 @@ class ApprovedCall(BaseModel):
 
 
 Pending = Annotated[
-    CallAwaitingApproval | EventAwaitingPerson | ApprovedCall, Field(discriminator="kind")]
+    CallAwaitingApproval | EventAwaitingPerson | ApprovedCall | AwaitingCustomer,
+    Field(discriminator="kind")]
 
 
 class Compaction(BaseModel):
@@ -317,6 +340,19 @@ class Compaction(BaseModel):
 
     upto: int
     summary: str
+
+
+class ForkOrigin(BaseModel):
+    """Where a forked run came from: its parent, the step it was forked at, and the
+    parent's log head there (the seq and hash of the parent's last event of that step),
+    which the fork's start event records and the audit checks against the parent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    step: int
+    seq: int
+    hash: str
 
 
 class RunState(BaseModel):
@@ -353,6 +389,13 @@ class RunState(BaseModel):
     compaction: Compaction | None = None
     created_at: float = 0.0
     updated_at: float = 0.0
+    #: The customer's yes to a proposal, which one write of exactly that call may use.
+    confirmation: Confirmation | None = None
+    #: Tries in a row that the infrastructure failed (a lost connection, a timeout); the
+    #: next step that lands sets it back to 0 (see ``fsm.runtime.retry.Retry``).
+    unavailable: int = 0
+    #: The run this one was forked from (``fsm fork``), else ``None``.
+    forked_from: ForkOrigin | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -468,6 +511,9 @@ class Effect(BaseModel):
     error: str | None = None
     started_at: float
     finished_at: float | None = None
+    #: The hash of the ``claim`` event logged with this row (``None``: a row no logged
+    #: claim covers, e.g. one written by an earlier fsm, or outside fsm).
+    claim: str | None = None
 
 
 class Approval(BaseModel):
@@ -522,6 +568,59 @@ class ApprovalDecision(BaseModel):
     args: dict[str, Any] | None = None
 
 
+# -- the desk: handed-over runs ------------------------------------------------------
+
+#: Why the agent stopped and handed a run over, read from its log (see
+#: :mod:`fsm.runtime.handover`), in words no workflow chose.
+HandoverCause = Literal[
+    "model_event",    # the model fired an event that hands the run over (e.g. cannot_verify)
+    "transferred",    # the model called a tool that transfers the run to a person
+    "in_doubt",       # a write may or may not have happened: its result was not recorded
+    "expired",        # nobody decided a request in time, and the workflow hands it over
+    "write_failed",   # a write failed, and the workflow hands the run over
+    "partial_write",  # a write failed after another write of the run succeeded
+    "person",         # a person's decision led to the hand-over state
+    "changed",        # what a person approved changed before it ran
+    "other",          # another reason (the run's own reason says which)
+    "unwitnessed",    # a claimed write the log does not witness, or the tables no longer
+                      # allow, was refused: nothing ran
+    "unavailable",    # the infrastructure failed the run's steps too many tries in a row
+]
+#: How a person at the desk ends a handover.
+Outcome = Literal[
+    "resolved",  # resolved outside fsm (the customer was helped another way)
+    "resumed",   # the run continues: the workflow lets a person fire an event out of the
+                 # hand-over state it stopped in
+    "closed",    # closed without more being done
+]
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
+
+
+class Handover(BaseModel):
+    """A run handed over to a person, as the desk's queue shows it. The log is the
+    record (the ``stop``, ``take`` and ``close`` events); this row is what the queue
+    reads, and the audit compares the two."""
+
+    handover_id: str
+    run_id: str
+    workflow: str
+    #: The customer the run serves, and what they asked (the first message, cut short).
+    user: str = ""
+    request: str = ""
+    #: The run's state when it was handed over.
+    state: str
+    handed_at: float
+    cause: HandoverCause
+    #: The reason in plain words ("cannot verify", "in doubt after a write: ...").
+    reason: str
+    taken_by: str | None = None
+    taken_at: float | None = None
+    outcome: Outcome | None = None
+    note: str | None = None
+    closed_by: str | None = None
+    closed_at: float | None = None
+
+
 @dataclass
 class StepCommit:
     """Everything one step writes, applied in one transaction."""
@@ -539,6 +638,18 @@ class StepCommit:
     #: The lease owner writing the step: the store refuses the commit (``LeaseLost``)
     #: unless this owner still holds the run's lease. ``None``: no check.
     owner: str | None = None
+    #: The desk's row of a handover this commit opens, takes or closes (written whole).
+    handover: Handover | None = None
+    #: What the run's request is about (``Presentation.subject``), kept in the store's
+    #: index of subjects so that requests about the same thing are shown together.
+    subject: str | None = None
+    #: The step moves the run to another definition (a migration): the store also writes
+    #: the run row's definition column, which the queue reads.
+    moves_definition: bool = False
+    #: The ``seq`` of each customer reply this step gave to the run (marked read).
+    replies_read: list[int] = field(default_factory=list)
+    #: The hash of the run's reply token, kept when the run is created.
+    token_hash: str | None = None
 
     # The text of each row, encoded on first use and then kept: the log's row hashes and
     # the store both use it. (Not functools.cached_property: on Python 3.11 it takes one
@@ -583,7 +694,9 @@ def snapshot_json(run: RunState) -> str:
     """A run row's snapshot as stored: the run's JSON (pydantic's, in field order)
     without the version, which is the store's. (Stores before this one wrote canonical
     JSON; the audit hashes the stored text, so either form verifies.)"""
-    return run.model_dump_json(exclude={"version"})
+    # A run that is no fork stores no ``forked_from``: its snapshot reads as before forks.
+    return run.model_dump_json(exclude={"version"} if run.forked_from is not None
+                               else {"version", "forked_from"})
 
 
 def unreadable(value: Any) -> str | None:
@@ -723,6 +836,30 @@ def start_detail(events: list[Event]) -> dict[str, Any]:
     return events[0].detail if events and events[0].kind == "start" else {}
 
 
+def policy_record(events: list[Event]) -> dict[str, Any]:
+    """The policy a run is driven with: the detail of its last ``policy_set`` event, else
+    what its start event records (``policy``, and for a model ``base_url``, ``timeout``
+    and ``settings``)."""
+    for e in reversed(events):
+        if e.kind == "policy_set":
+            return e.detail
+    return start_detail(events)
+
+
+def same_policy(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True when two policy records (see :func:`policy_record`) name the same policy
+    with the same base URL, timeout and settings."""
+    keys = ("policy", "base_url", "timeout", "settings")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """``text`` as one line of at most ``limit`` characters (a run's reason, a listing
+    row): whitespace runs become one space, the rest is cut with "…"."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
+
+
 def started_as(events: list[Event], workflow: str) -> str:
     """How a run's workflow was named when it started (``fsm run`` records the registered
     name or ``module:attr`` in the start event), else the workflow's own name."""
@@ -749,3 +886,37 @@ def verify_chain(events: list[Event]) -> str | None:
             return f"event seq {ev.seq}: hash does not match its contents (row altered)"
         prev = ev.hash
     return None
+
+
+# -- definitions ------------------------------------------------------------------------
+
+class DefinitionRecord(BaseModel):
+    """A workflow definition as a store keeps it, recorded the first time the store sees
+    it: what the hash covers, the states, the tools' schemas and the invariants, as JSON.
+    Runs name it by ``definition_hash``; audits and listings read it without the code."""
+
+    model_config = ConfigDict(frozen=True)
+
+    definition_hash: str
+    workflow: str
+    #: The version label the definition carried when first recorded (may be empty).
+    version: str = ""
+    #: The definition as JSON (``fsm.versions.definition_body``).
+    body: dict[str, Any] = {}
+    recorded_at: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """The version label, else the hash."""
+        return self.version or self.definition_hash
+
+
+class DefinitionCount(NamedTuple):
+    """How many runs of a definition are in one status."""
+
+    workflow: str
+    definition_hash: str
+    status: str
+    runs: int
+    #: One of those runs (the smallest id): where a worker reads how it was started.
+    sample: str

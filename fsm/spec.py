@@ -22,8 +22,8 @@ from fsm.guards import Guard, guard
 from fsm.presentation import PLAIN, Presentation
 from fsm.tools import ADVANCE, ToolSpec
 
-__all__ = ["ADVANCE", "HASHED_FIELDS", "UNHASHED_FIELDS", "Guard", "WorkflowSpec",
-           "define_workflow", "guard"]
+__all__ = ["ADVANCE", "HASHED_FIELDS", "HASHED_WHEN_SET", "UNHASHED_FIELDS", "Guard",
+           "WorkflowSpec", "define_workflow", "guard"]
 
 
 class WorkflowSpec(BaseModel):
@@ -83,6 +83,28 @@ class WorkflowSpec(BaseModel):
     #: and given to tools as ``ctx.resource(name)``. A resource with ``close()`` is closed
     #: with the engine.
     resources: dict[str, Callable[[str], Any]] = {}
+    #: A label for this definition (e.g. ``"2"``); runs, listings and ``fsm migrate``
+    #: name versions by it. Empty: the definition is named by its hash.
+    version: str = ""
+    #: Earlier versions kept importable beside this one, oldest first: runs that started
+    #: on one of them resume on it (see :meth:`version_for`). Never this definition itself.
+    earlier: tuple[Any, ...] = ()
+    #: Events only a customer's reply fires: never offered to the model, never fired by a
+    #: person or a tool (see ``interpret``).
+    customer_events: frozenset[str] = frozenset()
+    #: Model states in which the model's plain text (no tool call) is a message to the
+    #: customer; the run then waits for the reply, which the model reads in the same state.
+    asks_customer: frozenset[str] = frozenset()
+    #: ``interpret(text, asked) -> event | None``: the customer event a reply fires, given
+    #: what the customer was asked (the record shown, ``{}`` for a plain question); e.g.
+    #: ``confirmed`` only for an explicit yes.
+    interpret: Callable[[str, dict[str, Any]], str | None] | None = None
+    #: The customer event that confirms a proposal (what ``ToolSpec.confirmed_by`` binds).
+    confirm_event: str = "confirmed"
+    #: How long a run waits for its customer, in seconds (``None``: as long as it takes).
+    reply_ttl_seconds: float | None = None
+    #: The customer event fired when the customer does not reply in time.
+    reply_expiry_event: str | None = None
 
     def events_from(self, state: str) -> dict[str, str]:
         return self.transitions.get(state, {})
@@ -93,17 +115,44 @@ class WorkflowSpec(BaseModel):
         return frozenset(e for t in self.tools.values() for e in t.emits_events)
 
     def model_events(self, state: str) -> list[str]:
-        """Events the model may fire from ``state`` (human-only and tool events left out)."""
+        """Events the model may fire from ``state`` (human-only, customer and tool events
+        left out)."""
         return [
             e for e in self.events_from(state)
             if e not in self.human_events and e not in self.tool_events
+            and e not in self.customer_events
         ]
+
+    @property
+    def converses(self) -> bool:
+        """Whether runs of this workflow talk with their customer."""
+        return bool(self.customer_events or self.asks_customer)
+
+    def waits_for_customer(self, state: str) -> bool:
+        """True when every way out of ``state`` is a customer event."""
+        events = self.events_from(state)
+        return (
+            bool(events) and state not in self.finish_states
+            and all(e in self.customer_events for e in events)
+        )
+
+    def talks_to_customer(self, state: str) -> bool:
+        """True when the customer is asked in ``state``: its model's text goes to the
+        customer, or the run waits there for the customer's reply."""
+        return state in self.asks_customer or self.waits_for_customer(state)
+
+    def customer_events_from(self, state: str) -> list[str]:
+        """The customer events a reply may fire from ``state``."""
+        if not self.talks_to_customer(state):
+            return []
+        return [e for e in self.events_from(state) if e in self.customer_events]
 
     def waits_for_person(self, state: str) -> bool:
         """True when every way out of ``state`` is a human-only event."""
         events = self.events_from(state)
         return (
             bool(events) and state not in self.finish_states
+            and state not in self.handed_over_states  # a person resumes it from the desk
             and all(e in self.human_events for e in events)
         )
 
@@ -115,14 +164,47 @@ class WorkflowSpec(BaseModel):
         return self.tools_by_state.get(state, ())
 
     def behaviour(self) -> dict[str, Any]:
-        """Every field of :data:`HASHED_FIELDS` as plain data: what the hash covers."""
-        return {name: _plain(getattr(self, name)) for name in HASHED_FIELDS}
+        """Every field of :data:`HASHED_FIELDS`, and those of :data:`HASHED_WHEN_SET` that
+        are set, as plain data: what the hash covers."""
+        out = {name: _plain(getattr(self, name)) for name in HASHED_FIELDS}
+        for name in HASHED_WHEN_SET:
+            value = getattr(self, name)
+            if value != type(self).model_fields[name].default:
+                out[name] = _plain(value)
+        return out
 
     @cached_property
     def definition_hash(self) -> str:
         """SHA-256 of :meth:`behaviour`; runs record it, and resuming checks it."""
         blob = json.dumps(self.behaviour(), sort_keys=True, ensure_ascii=False, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @property
+    def label(self) -> str:
+        """The version's label, else its definition hash."""
+        return self.version or self.definition_hash
+
+    @cached_property
+    def versions(self) -> tuple[WorkflowSpec, ...]:
+        """Every version this workflow keeps importable, oldest first, this one last."""
+        return (*self.earlier, self)
+
+    def version_for(self, definition_hash: str) -> WorkflowSpec | None:
+        """The kept version with this definition hash (a run's), or ``None``."""
+        for spec in self.versions:
+            if spec.definition_hash == definition_hash:
+                return spec
+        return None
+
+    def named(self, version: str) -> WorkflowSpec | None:
+        """The kept version labelled ``version``, or whose hash is ``version``;
+        ``"current"`` is this one."""
+        if version == "current":
+            return self
+        for spec in self.versions:
+            if version in (spec.version, spec.definition_hash):
+                return spec
+        return None
 
     @cached_property
     def cache(self) -> dict[Any, Any]:
@@ -140,12 +222,21 @@ HASHED_FIELDS: tuple[str, ...] = (
     "instructions", "system_prompt", "expiry_event", "approve_event", "deny_event",
     "approval_ttl_seconds", "settings", "amend",
 )
+#: Fields of conversations with customers: they change what a run does and are hashed as
+#: the others are, but only when set, so that a workflow that never talks with its
+#: customer keeps the hash it had before conversations existed.
+HASHED_WHEN_SET: tuple[str, ...] = (
+    "customer_events", "asks_customer", "interpret", "confirm_event", "reply_ttl_seconds",
+    "reply_expiry_event",
+)
 #: The other fields, and why they leave the hash alone.
 UNHASHED_FIELDS: dict[str, str] = {
     "states": "derived from transitions, terminal and handed_over_states",
     "invariants": "what fsm verify proves; they do not change what a run does",
     "presentation": "how requests read to people; a run takes the same steps",
     "resources": "where tools reach the outside world, opened from the run's database",
+    "version": "a name for the hash; the store keeps the label it first saw with each hash",
+    "earlier": "other definitions, each with its own hash; a run resumes on the one it names",
 }
 
 
@@ -194,8 +285,20 @@ def define_workflow(
     presentation: Presentation | None = None,
     resources: Mapping[str, Callable[[str], Any]] | None = None,
     amend: Callable[[str | None, dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None,
+    version: str = "",
+    earlier: list[WorkflowSpec] | tuple[WorkflowSpec, ...] = (),
+    customer_events: set[str] | frozenset[str] | tuple[str, ...] = (),
+    asks_customer: set[str] | frozenset[str] | tuple[str, ...] = (),
+    interpret: Callable[[str, dict[str, Any]], str | None] | None = None,
+    confirm_event: str = "confirmed",
+    reply_ttl_seconds: float | None = None,
+    reply_expiry_event: str | None = None,
 ) -> WorkflowSpec:
     """Validate the tables and return the frozen :class:`WorkflowSpec`.
+
+    ``version`` labels this definition; ``earlier`` keeps earlier versions of the same
+    workflow importable beside it, so that runs started on them resume on them (new runs
+    start on this one).
 
     Every problem found is listed in one :class:`~fsm.errors.WorkflowDefinitionError`.
     """
@@ -211,18 +314,24 @@ def define_workflow(
             instructions=dict(instructions or {}), expiry_event=expiry_event,
             approve_event=approve_event, deny_event=deny_event,
             approval_ttl_seconds=approval_ttl_seconds,
+            customer_events=frozenset(customer_events), asks_customer=frozenset(asks_customer),
+            confirm_event=confirm_event, reply_ttl_seconds=reply_ttl_seconds,
+            reply_expiry_event=reply_expiry_event,
         )
     except ValidationError as exc:
         raise WorkflowDefinitionError(name or "?", validation_problems(exc)) from None
     tool_map = {t.name: t for t in tools}
     duplicates = sorted({t.name for t in tools if sum(u.name == t.name for u in tools) > 1})
-    ctx = Check(tables, tool_map, dict(guards or {}), dict(payloads or {}), invariants)
+    ctx = Check(tables, tool_map, dict(guards or {}), dict(payloads or {}), invariants,
+                interpret)
     problems = ctx.problems()
     if duplicates:
         problems.append(f"tools registered twice: {quoted(duplicates)}")
+    kept = _flattened(earlier)
+    problems += version_problems(name, version, kept)
     if problems:
         raise WorkflowDefinitionError(name, problems)
-    return WorkflowSpec(
+    spec = WorkflowSpec(
         name=name,
         transitions={s: dict(ev) for s, ev in tables.transitions.items()},
         tools_by_state={s: tuple(ts) for s, ts in tables.tools_by_state.items()},
@@ -235,5 +344,48 @@ def define_workflow(
         approval_ttl_seconds=approval_ttl_seconds, invariants=tuple(invariants),
         settings=dict(settings or {}),
         presentation=presentation or PLAIN, amend=amend,
-        resources=dict(resources or {}),
+        resources=dict(resources or {}), version=version, earlier=kept,
+        customer_events=tables.customer_events,
+        asks_customer=tables.asks_customer, interpret=interpret,
+        confirm_event=confirm_event, reply_ttl_seconds=reply_ttl_seconds,
+        reply_expiry_event=reply_expiry_event,
     )
+    same = [e.label for e in kept if e.definition_hash == spec.definition_hash]
+    if same:
+        raise WorkflowDefinitionError(name, [
+            f"earlier version {quoted(same)} has the same definition hash as this one "
+            f"({spec.definition_hash}): drop it from earlier=, or change what it does"])
+    return spec
+
+
+def _flattened(earlier: list[WorkflowSpec] | tuple[WorkflowSpec, ...]) -> tuple[Any, ...]:
+    """``earlier`` with the versions each of them keeps, oldest first, each hash once."""
+    out: dict[str, Any] = {}
+    for spec in earlier:
+        for kept in getattr(spec, "versions", (spec,)):
+            out.setdefault(getattr(kept, "definition_hash", str(id(kept))), kept)
+    return tuple(out.values())
+
+
+def version_problems(name: str, version: str, earlier: tuple[Any, ...]) -> list[str]:
+    """Every problem with a version label and the earlier versions kept beside it."""
+    problems = []
+    if version != version.strip() or version == "current" or (version and not
+                                                               version.isprintable()):
+        problems.append(f"version {version!r} cannot be a label: use printable text without "
+                        "spaces around it, other than 'current' (which names the newest)")
+    labels = [version] if version else []
+    for i, spec in enumerate(earlier):
+        if not isinstance(spec, WorkflowSpec):
+            problems.append(f"earlier[{i}] is {type(spec).__name__}, not a WorkflowSpec: give "
+                            "the definitions define_workflow returned")
+            continue
+        if spec.name != name:
+            problems.append(f"earlier version {spec.label!r} is of workflow {spec.name!r}, "
+                            f"not {name!r}")
+        if spec.version:
+            labels.append(spec.version)
+    twice = sorted({v for v in labels if labels.count(v) > 1})
+    if twice:
+        problems.append(f"version labels used twice: {quoted(twice)}")
+    return problems

@@ -34,11 +34,13 @@ __all__ = [
     "MeddlingPolicy",
     "RandomPolicy",
     "ScriptExhausted",
+    "ScriptedCustomer",
     "ScriptedPolicy",
     "ToolCall",
     "ToolSpy",
     "script_position",
     "state_path",
+    "talk",
 ]
 
 
@@ -163,6 +165,40 @@ class ScriptedPolicy:
                 f"{len(self.remaining)} scripted action(s) were never asked for; the first: "
                 f"{self.remaining[0]!r}"
             )
+
+
+class ScriptedCustomer:
+    """A customer who answers with ``replies`` in order and records what they were asked.
+
+    Each reply is text, or ``fn(asked) -> text`` given the run's
+    :class:`~fsm.customer.AwaitingCustomer` request (its ``message`` and the proposal in
+    ``args``). ``asked`` lists every request shown. Asked for more than the script holds,
+    it raises :class:`ScriptExhausted`.
+    """
+
+    def __init__(self, replies: Iterable[str | Callable[[Any], str]]) -> None:
+        self.replies = list(replies)
+        self.asked: list[Any] = []
+
+    def __call__(self, asked: Any) -> str:
+        if len(self.asked) >= len(self.replies):
+            raise ScriptExhausted(
+                f"the customer's script of {len(self.replies)} reply(ies) ran out: asked "
+                f"again ({getattr(asked, 'message', '') or getattr(asked, 'args', '')!r})")
+        reply = self.replies[len(self.asked)]
+        self.asked.append(asked)
+        return reply(asked) if callable(reply) else reply
+
+
+def talk(engine: Any, run: Any, customer: Callable[[Any], str], *,
+         max_turns: int = 50) -> Any:
+    """Drive a conversation: while ``run`` waits for its customer, ``customer(request)``
+    answers through ``engine.reply``; the run as it stops otherwise."""
+    for _ in range(max_turns):
+        if run.status != "awaiting_customer":
+            return run
+        run = engine.reply(run.run_id, customer(run.pending))
+    return run
 
 
 #: Outputs no policy should give. The engine must turn each into an observation.

@@ -101,6 +101,15 @@ class ToolSpec:
     remember: Callable[[Any, Any, Facts], dict[str, Any]] | None = None
     #: Labels auditors read, e.g. ``frozenset({"moves_money"})`` (drawn in diagrams).
     tags: frozenset[str] = field(default_factory=frozenset)
+    #: The fact key of a proposal (``{"tool": ..., "args": {...}}``, the record of the
+    #: event that asked the customer) that the customer must confirm first: the call runs
+    #: only when its tool and arguments equal what they confirmed, once. ``None``: no
+    #: confirmation is needed.
+    confirmed_by: str | None = None
+    #: The tool's result always fires one of ``emits_events``: the verifier may assume the
+    #: run never stays where it was after the call (a run whose ``emits`` returns no event
+    #: then fails).
+    always_emits: bool = False
 
     def needs_approval(self, args: Any, facts: Facts) -> bool:
         if callable(self.approval):
@@ -129,4 +138,7 @@ class ToolSpec:
             "check": self.check is not None,
             "remember": self.remember is not None,
             "tags": sorted(self.tags),
+            # Only when set: the hash of a tool that uses neither stays what it was.
+            **({"confirmed_by": self.confirmed_by} if self.confirmed_by is not None else {}),
+            **({"always_emits": True} if self.always_emits else {}),
         }

@@ -11,7 +11,17 @@ finish the step it is in, releases the leases and returns.
 
 A worker that loses a lease (it was paused, or cut off, past the lease time and
 another worker took the run) has its next commit or write refused by the store
-(:class:`~fsm.errors.LeaseLost`); it drops the run and says so.
+(:class:`~fsm.errors.LeaseLost`); it drops the run and says so. A run whose step the
+infrastructure failed (:class:`~fsm.errors.Unavailable`) stays leased until its next try
+is due, then any worker tries it again; a step that makes no progress for
+``step_timeout`` seconds gives its lease back, and the worker leaves that run to the
+others while the step is still in flight (it never drives one run on two threads).
+
+A worker claims only runs whose definitions its code keeps (the current version of a
+workflow and its ``earlier`` ones): during a rolling deploy, workers of the old release
+leave runs of the new version to the new workers, and the new workers still finish the
+runs of the old version. It learns which definitions runnable runs need from the run
+rows, and tries each new one once by importing the workflow the run was started with.
 """
 
 from __future__ import annotations
@@ -27,31 +37,45 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fsm.errors import FSMError, LeaseLost, WorkflowNotFound
+from fsm.errors import (
+    FSMError,
+    LeaseLost,
+    RowDamaged,
+    Unavailable,
+    WorkflowNotFound,
+)
+from fsm.hooks import CommitInfo, Hooks
+from fsm.metrics import RunMetrics, registry_for, serve
 from fsm.records import (
     FINAL_STATUSES,
-    Approval,
-    Effect,
     Event,
     RunState,
-    StepCommit,
-    ViewRecord,
-    start_detail,
+    canonical,
+    policy_record,
     started_as,
 )
 from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
+from fsm.runtime.retry import Retry
+from fsm.settings import Settings
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Claimed, Lease, Store
-from fsm.store.lease import new_owner
+from fsm.store.lease import lease_expired, new_owner
 from fsm.tools import Resources
 
 Clock = Callable[[], float]
 
 
-class Stopping(Exception):
-    """Raised after a step's commit when the worker is stopping: the run is released."""
+class _WorkerHooks(Hooks):
+    """What a worker does at each commit of the runs it drives: count the step."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+
+    def after_commit(self, commit: CommitInfo) -> None:
+        if not commit.initial:
+            self.worker._stepped()
 
 
 @dataclass
@@ -68,8 +92,15 @@ class WorkerConfig:
     lease_seconds: float = 30.0
     #: Seconds between polls when no notification arrives.
     poll_seconds: float = 1.0
-    #: Seconds between sweeps of expired approvals.
+    #: Seconds between sweeps of expired approvals and waits for customers.
     sweep_seconds: float = 5.0
+    #: Seconds a step may last before the worker gives the run's lease back (``None``:
+    #: never): a run stuck on something that never answers goes to another worker.
+    step_timeout: float | None = 300.0
+    #: How runs whose steps the infrastructure failed are tried again.
+    retry: Retry = field(default_factory=Retry)
+    #: What builds a model's policy (its key, prices, tool choice; default: the defaults).
+    settings: Settings | None = None
 
 
 @dataclass
@@ -83,6 +114,10 @@ class Counts:
     released: int = 0
     steps: int = 0
     expired: int = 0
+    #: Steps the infrastructure failed (each retried later, or handed over at the bound).
+    unavailable: int = 0
+    #: Rows found damaged (each counted once): skipped, so that the rest of the fleet goes on.
+    damaged: int = 0
     recent_steps: collections.deque[float] = field(default_factory=collections.deque)
 
 
@@ -99,10 +134,28 @@ class Worker:
         self._log = log
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[None]] = {}
+        #: The owner of each lease this worker took and may still hold: the runs in
+        #: flight, and failed runs it keeps until their lease expires (see _hold; the
+        #: leases-held count forgets those once they expired or were taken).
+        self._owners: dict[str, str] = {}
         self._stopping = threading.Event()
         self._wake = threading.Event()
         self._specs: dict[tuple[str, str], tuple[WorkflowSpec, Any]] = {}
         self._resources: dict[str, Resources] = {}
+        #: The damaged rows (table, run, key) and the runs that could not be swept (run,
+        #: why) met so far: each is said once, and each damaged row counted once.
+        self._said: set[tuple[str | None, ...]] = set()
+        #: Hashes of the definitions this worker's code keeps: the only runs it claims.
+        self.definitions: set[str] = set()
+        #: Definitions already looked at (kept or not); the code cannot change meanwhile.
+        self._looked: set[str] = set()
+        #: ``module:attr`` or registered name → the workflow it imports (None: it fails).
+        self._families: dict[str, WorkflowSpec | None] = {}
+        self._last_look = -1e18
+        #: The steps, tokens and cost of the runs this worker drives (a hook of each).
+        self.run_metrics = RunMetrics()
+        #: What ``GET /metrics`` serves: the run metrics and :meth:`stats`.
+        self.metrics_registry = registry_for(self.stats, self.run_metrics)
 
     # -- the loop -------------------------------------------------------------------
 
@@ -137,9 +190,9 @@ class Worker:
         while len(self._inflight) < self.config.concurrency and not self._stopping.is_set():
             owner = new_owner()
             try:
-                claimed = self.store.claim_runnable(
-                    owner, self.clock(), self.config.lease_seconds,
-                    workflows=self.config.workflows, limit=1)
+                claimed = self._claim(owner)
+                if not claimed and self._look():
+                    claimed = self._claim(owner)
             except FSMError as exc:
                 self.say(f"cannot claim runs: {exc}")
                 return
@@ -147,40 +200,114 @@ class Worker:
                 return
             c = claimed[0]
             with self._lock:
+                self._owners[c.run_id] = owner
                 self._inflight[c.run_id] = pool.submit(self._drive, c, owner)
+
+    def _claim(self, owner: str) -> list[Claimed]:
+        with self._lock:  # a run it gave back from a step still in flight is not retaken
+            inflight = set(self._inflight)
+        return self.store.claim_runnable(
+            owner, self.clock(), self.config.lease_seconds, workflows=self.config.workflows,
+            limit=1, definitions=sorted(self.definitions), exclude=inflight)
+
+    # -- which definitions this worker keeps --------------------------------------------
+
+    def _look(self) -> bool:
+        """Learn the definitions runnable runs need that this worker has not looked at
+        (at most once per poll interval); True when it now keeps more of them."""
+        if time.monotonic() - self._last_look < self.config.poll_seconds:
+            return False
+        self._last_look = time.monotonic()
+        before = len(self.definitions)
+        for count in self.store.definition_counts(status="running"):
+            if count.definition_hash in self._looked:
+                continue
+            if self.config.workflows and count.workflow not in self.config.workflows:
+                continue
+            self._looked.add(count.definition_hash)
+            self._consider(count.workflow, count.definition_hash, count.sample)
+        return len(self.definitions) > before
+
+    def _consider(self, workflow: str, definition_hash: str, sample: str) -> None:
+        """Keep ``definition_hash`` if the workflow its run ``sample`` was started with
+        defines it here; else say once that its runs are left to other workers."""
+        ref = started_as(self.store.events(sample), workflow)
+        family = self._family(ref)
+        if family is not None and family.version_for(definition_hash) is not None:
+            self.definitions.update(v.definition_hash for v in family.versions)
+            return
+        record = self.store.definition(definition_hash)
+        needs = f"version {record.version} ({definition_hash})" if record and record.version \
+            else definition_hash
+        keeps = ", ".join(v.label for v in family.versions) if family else "nothing: " \
+            f"{ref!r} does not import here"
+        self.say(f"leaves runs of {workflow} {needs} to workers that define it "
+                 f"(this worker keeps {keeps})")
+
+    def _family(self, ref: str) -> WorkflowSpec | None:
+        """The workflow ``ref`` imports here (with its kept versions), or ``None``."""
+        with self._lock:
+            if ref not in self._families:
+                try:
+                    self._families[ref] = load_workflow(ref)
+                except FSMError:
+                    self._families[ref] = None
+            return self._families[ref]
 
     # -- one run --------------------------------------------------------------------
 
     def _drive(self, claimed: Claimed, owner: str) -> None:
         run_id = claimed.run_id
+        keeps_lease = False  # a failed step's lease stays until it expires
         try:
             self._count("taken")
             self.say(f"taken {run_id} ({claimed.workflow})"
                      + (f" from {claimed.previous}" if claimed.previous else ""))
             engine = self._engine(run_id, owner)
-            run = engine.resume(run_id)
-            self._report(run)
-        except Stopping:
+            run: RunState | None = None
+            for outcome in engine.steps(run_id):
+                run = outcome.run
+                if self._stopping.is_set() and run.status == "running":
+                    break  # the step's commit has landed: the lease is given back
+            else:
+                self._report(run or self.store.load_run(run_id))
+                return
             self._count("released")
             self.say(f"released {run_id} (stopping)")
         except LeaseLost as exc:
             self._count("dropped")
             self.say(f"dropped {run_id}: lease lost to {exc.holder or 'nobody'}; "
                      "its commit/write was refused")
+        except Unavailable as exc:
+            self._count("unavailable")
+            keeps_lease = True
+            when = f"in {exc.retry_in:.1f}s" if exc.retry_in is not None else \
+                f"once its lease expires ({self.config.lease_seconds:g}s)"
+            self.say(f"unavailable {run_id}: {exc}; tried again {when}")
+        except RowDamaged as exc:
+            self._count("dropped")
+            self.damaged([exc])
+            self.say(f"dropped {run_id}: a row of it is damaged; retried once its lease "
+                     f"expires ({self.config.lease_seconds:g}s)")
+            keeps_lease = True
+            self._hold(run_id, owner)
         except Exception as exc:  # noqa: BLE001 - a worker survives any one run's failure
             self._count("dropped")
             self.say(f"dropped {run_id}: {type(exc).__name__}: {exc}; retried once its "
                      f"lease expires ({self.config.lease_seconds:g}s)")
+            keeps_lease = True
             self._hold(run_id, owner)
         finally:
             with self._lock:
                 self._inflight.pop(run_id, None)
+                if not keeps_lease and self._owners.get(run_id) == owner:
+                    del self._owners[run_id]  # released, or lost: no lease of ours is left
             self._wake.set()
 
     def _report(self, run: RunState) -> None:
-        if run.status == "awaiting_approval":
+        if run.status in ("awaiting_approval", "awaiting_customer"):
             self._count("paused")
-            self.say(f"paused {run.run_id} (awaiting approval)")
+            self.say(f"paused {run.run_id} ({run.status.replace('_', ' ')})")
         elif run.status in FINAL_STATUSES:
             self._count("finished")
             self.say(f"finished {run.run_id} ({run.status})")
@@ -197,10 +324,13 @@ class Worker:
 
     def _engine(self, run_id: str, owner: str) -> Engine:
         spec, policy = self._parts(self.store.load_run(run_id), self.store.events(run_id))
-        engine = Engine(spec, _WorkerStore(self.store, self), policy, clock=self.clock,
-                        compactor=Compactor(), resources=self._resources_of(spec))
+        engine = Engine(spec, self.store, policy, clock=self.clock,
+                        compactor=Compactor(), resources=self._resources_of(spec),
+                        retry=self.config.retry,
+                        hooks=[_WorkerHooks(self), self.run_metrics])
         engine.owner = owner
         engine.lease_seconds = self.config.lease_seconds
+        engine.step_timeout = self.config.step_timeout
         return engine
 
     def _resources_of(self, spec: WorkflowSpec) -> Resources:
@@ -221,42 +351,108 @@ class Worker:
 
     def _parts(self, run: RunState, events: list[Event]) -> tuple[WorkflowSpec, Any]:
         """The workflow the run started under and the policy it recorded (or the override)."""
-        start = start_detail(events)
+        start = policy_record(events)
         ref = started_as(events, run.workflow)
         policy = self.config.policy or str(start.get("policy") or "default")
+        if policy.startswith("model:"):  # one per endpoint and settings
+            policy = canonical([policy, start.get("base_url"), start.get("timeout"),
+                                start.get("settings")])
+        spec = self._family(ref) or load_workflow(ref)  # load again: its error, in full
         with self._lock:
             if (ref, policy) not in self._specs:
-                spec = load_workflow(ref)
-                self._specs[ref, policy] = (spec, _policy(ref, spec, policy, start))
-            return self._specs[ref, policy]
+                self._specs[ref, policy] = (spec, _policy(ref, spec, self.config.policy,
+                                                          start, self.config.settings))
+            found = self._specs[ref, policy]
+            remember = getattr(found[1], "remember", None)
+            if remember is not None:  # what the run's log learnt about its model server
+                remember(events)
+            return found
 
     # -- expired approvals ----------------------------------------------------------
 
     def _sweep(self) -> None:
+        """Apply expired approvals. Each run is swept on its own: a damaged row, or a run
+        that cannot be written, is said and skipped, and the rest are swept."""
         try:
             with self.store.sweep_lock() as mine:
-                if not mine:
-                    return
-                # One sweep per workflow applies all of its due approvals.
-                by_workflow: dict[str, RunState] = {}
-                for a in self.store.approvals(pending_only=True):
-                    if a.expires_at <= self.clock():
-                        run = self.store.load_run(a.run_id)
-                        by_workflow.setdefault(run.workflow, run)
-                for run in by_workflow.values():
-                    self._expire(run)
-        except FSMError as exc:
-            self.say(f"cannot sweep: {exc}")
+                if mine:
+                    for run in self._due_by_workflow():
+                        self._expire(run)
+        except Exception as exc:  # noqa: BLE001 - the loop outlives any one sweep
+            self.say(f"cannot sweep: {_line(exc)}")
+
+    def _due_by_workflow(self) -> list[RunState]:
+        """One run of each workflow that has an expired approval or a run waiting for its
+        customer: one sweep per workflow applies all that is due in it."""
+        damaged: list[RowDamaged] = []
+        by_workflow: dict[str, RunState] = {}
+        for a in self.store.approvals(pending_only=True, damaged=damaged):
+            if a.expires_at <= self.clock():
+                try:
+                    run = self.store.load_run(a.run_id)
+                except FSMError as exc:
+                    self._cannot_sweep(a.run_id, exc)
+                    continue
+                by_workflow.setdefault(run.workflow, run)
+        # Waits for customers: expired, or holding a reply a process left unread.
+        for run in self.store.list_runs("awaiting_customer", damaged=damaged):
+            by_workflow.setdefault(run.workflow, run)
+        self.damaged(damaged)
+        return list(by_workflow.values())
 
     def _expire(self, run: RunState) -> None:
-        """Sweep the expired approvals of ``run``'s workflow."""
-        spec, _ = self._parts(run, self.store.events(run.run_id))
-        engine = Engine(spec, self.store, clock=self.clock, resources=self._resources_of(spec))
-        engine.lease_seconds = self.config.lease_seconds
-        for run_id in engine.sweep():
+        """Sweep the expired approvals and the waits for customers of ``run``'s workflow."""
+        try:
+            spec, _ = self._parts(run, self.store.events(run.run_id))
+            engine = Engine(spec, self.store, clock=self.clock,
+                            resources=self._resources_of(spec))
+            engine.lease_seconds = self.config.lease_seconds
+            failed: list[tuple[str, str]] = []
+            waits = set(self._waiting_customers(run.workflow))
+            touched = engine.sweep(failed=failed, damaged=[])  # damaged: said already
+        except Exception as exc:  # noqa: BLE001 - one workflow never stops the others
+            self.say(f"cannot sweep the runs of workflow {run.workflow!r}: {_line(exc)}")
+            return
+        for run_id in touched:
             self._count("expired")
-            after = self.store.load_run(run_id)
-            self.say(f"expired {run_id}'s approval → {after.state} ({after.status})")
+            try:
+                after = self.store.load_run(run_id)
+                what = (f"swept {run_id}'s conversation (expired, or a reply left unread)"
+                        if run_id in waits else f"expired {run_id}'s approval")
+                self.say(f"{what} → {after.state} ({after.status})")
+            except FSMError:
+                self.say(f"swept {run_id}")
+        for run_id, why in failed:
+            self._once(("sweep", run_id, why), f"cannot sweep {run_id}: {why}")
+
+    def _waiting_customers(self, workflow: str) -> list[str]:
+        """The runs of ``workflow`` waiting for their customer (for the sweep's words)."""
+        return [r.run_id for r in self.store.list_runs("awaiting_customer", workflow=workflow,
+                                                       damaged=[])]
+
+    def _cannot_sweep(self, run_id: str, exc: FSMError) -> None:
+        if isinstance(exc, RowDamaged):
+            self.damaged([exc])
+        else:
+            self._once(("sweep", run_id, str(exc)), f"cannot sweep {run_id}: {exc}")
+
+    def damaged(self, rows: list[RowDamaged]) -> None:
+        """Say and count each damaged row the first time this worker meets it."""
+        for row in rows:
+            if self._once(("damaged", row.table, row.run_id, row.key),
+                          f"skipped a damaged row: {row}"):
+                self._count("damaged")
+
+    def _once(self, what: tuple[str | None, ...], line: str) -> bool:
+        """Say ``line`` unless ``what`` was said before; whether it was said now. (Past
+        :data:`_SAID_KEPT` distinct things, nothing more is remembered or said.)"""
+        with self._lock:
+            new = what not in self._said and len(self._said) < _SAID_KEPT
+            if new:
+                self._said.add(what)
+        if new:
+            self.say(line)
+        return new
 
     # -- reporting ------------------------------------------------------------------
 
@@ -284,137 +480,113 @@ class Worker:
             recent = sum(1 for t in self.counts.recent_steps if t >= now - 10)
             c = self.counts
             out: dict[str, Any] = {
-                "in_flight": len(self._inflight), "concurrency": self.config.concurrency,
+                "in_flight": len(self._inflight),
+                "concurrency": self.config.concurrency,
                 "steps_per_second": recent / 10, "steps": c.steps, "taken": c.taken,
                 "finished": c.finished, "paused": c.paused, "dropped": c.dropped,
-                "released": c.released, "expired": c.expired,
+                "released": c.released, "expired": c.expired, "unavailable": c.unavailable,
+                "damaged_rows": c.damaged,
             }
+        out["leases_held"] = self._leases_held()
         try:
-            out["approvals_waiting"] = len(self.store.approvals(pending_only=True))
+            out["approvals_waiting"] = self.store.count_waiting()
         except FSMError:
             out["approvals_waiting"] = None
         return out
 
+    def _leases_held(self) -> int | None:
+        """The run leases this worker holds now, as the store has them: a run it gave back
+        from a step still in flight does not count, a failed run it keeps does."""
+        with self._lock:
+            owners = dict(self._owners)
+        now, held = self.clock(), 0
+        try:
+            for run_id, owner in owners.items():
+                lease = self.store.lease(run_id)
+                if lease is not None and lease.owner == owner and \
+                        not lease_expired(lease.until, now):
+                    held += 1
+                else:
+                    with self._lock:
+                        if run_id not in self._inflight and self._owners.get(run_id) == owner:
+                            del self._owners[run_id]  # expired, or taken: no longer ours
+        except FSMError:
+            return None
+        return held
+
     @contextmanager
     def serving_metrics(self, port: int, host: str = "127.0.0.1") -> Iterator[int]:
-        """Serve :meth:`stats` as Prometheus text on ``http://host:port/metrics``."""
-        from fsm.metrics import serve
-
-        with serve(self.stats, host, port) as bound:
+        """Serve :attr:`metrics_registry` (the run metrics and :meth:`stats`) on
+        ``http://host:port/metrics``."""
+        with serve(self.metrics_registry, host, port) as bound:
             yield bound
 
 
-def _policy(ref: str, spec: WorkflowSpec, name: str, start: dict[str, Any]) -> Any:
+def _policy(ref: str, spec: WorkflowSpec, name: str | None, start: dict[str, Any],
+            settings: Settings | None) -> Any:
     from fsm.adapters.recorded import recorded_policy  # imports the model adapter
 
-    found = recorded_policy(ref, spec, start, name)
+    found = recorded_policy(ref, spec, start, name, config=settings)
     if found is None:
         raise WorkflowNotFound(f"workflow {ref!r} ships no default policy; start the worker "
                                "with --policy module:attr")
     return found
 
 
-def fleet_stats(store: Store, now: float) -> dict[str, Any]:
-    """What the database says about the fleet: runs by status, leased, runnable, waiting."""
+def fleet_stats(store: Store, now: float,
+                damaged: list[RowDamaged] | None = None) -> dict[str, Any]:
+    """What the database says about the fleet: runs by status, leased, runnable, waiting.
+
+    A row that cannot be read is left out of the counts, added to ``damaged`` and
+    counted in ``damaged_rows`` (without ``damaged``, the first one is raised)."""
+    found: list[RowDamaged] = []
     by_status: dict[str, int] = collections.Counter()
-    leased = runnable = stale = 0
+    leases = collections.Counter[str]()
+    waits_on: dict[str, str | None] = {}
     steps = 0
-    for run in store.list_runs():
+    for run in store.list_runs(damaged=found):
         by_status[run.status] += 1
         if run.status == "running":
-            lease = store.lease(run.run_id)
-            if lease is not None and (lease.until is None or lease.until > now):
-                leased += 1
-            else:
-                runnable += 1
-                stale += lease is not None
+            leases[_lease_kind(store.lease(run.run_id), now)] += 1
+        if run.status == "awaiting_approval" and run.pending is not None:
+            waits_on[run.run_id] = run.pending.approval_id
         if run.updated_at >= now - 60:
-            steps += sum(1 for e in store.events(run.run_id)
-                         if e.kind == "policy" and e.time >= now - 60)
-    return {"runs": dict(sorted(by_status.items())), "in_flight": leased,
-            "runnable": runnable, "expired_leases": stale,
-            "approvals_waiting": len(store.approvals(pending_only=True)),
+            steps += _recent_steps(store, run.run_id, now, found)
+    # An approval waits when its run waits on it: a pending row of a run that moved on
+    # (or was written outside a step) is no request anyone is asked to decide.
+    waiting = sum(1 for a in store.approvals(pending_only=True, damaged=found)
+                  if waits_on.get(a.run_id) == a.approval_id)
+    if damaged is None and found:
+        raise found[0]
+    if damaged is not None:
+        damaged.extend(found)
+    return {"runs": dict(sorted(by_status.items())), "in_flight": leases["held"],
+            "runnable": leases["free"] + leases["expired"], "expired_leases": leases["expired"],
+            "approvals_waiting": waiting, "damaged_rows": len(found),
             "steps_per_second": round(steps / 60, 3)}
 
 
-class _WorkerStore(Store):
-    """The worker's view of the store: counts steps, and stops a run after its step
-    when the worker is stopping (the commit has landed; the lease is then released)."""
+def _lease_kind(lease: Lease | None, now: float) -> str:
+    if lease is not None and (lease.until is None or lease.until > now):
+        return "held"
+    return "free" if lease is None else "expired"
 
-    def __init__(self, inner: Store, worker: Worker) -> None:
-        self.inner = inner
-        self.worker = worker
-        self.location = inner.location
 
-    def commit(self, commit: StepCommit) -> RunState:
-        run = self.inner.commit(commit)
-        self.worker._stepped()
-        if self.worker._stopping.is_set() and run.status == "running":
-            raise Stopping(run.run_id)
-        return run
+def _recent_steps(store: Store, run_id: str, now: float, damaged: list[RowDamaged]) -> int:
+    """Policy calls of the run in the last minute (0, and the row in ``damaged``, when its
+    log cannot be read)."""
+    try:
+        return sum(1 for e in store.events(run_id) if e.kind == "policy" and e.time >= now - 60)
+    except RowDamaged as exc:
+        damaged.append(exc)
+        return 0
 
-    def create_run(self, run: RunState, commit: StepCommit | None = None) -> RunState:
-        return self.inner.create_run(run, commit)
 
-    def load_run(self, run_id: str) -> RunState:
-        return self.inner.load_run(run_id)
+#: Damaged rows and unsweepable runs a worker remembers having said.
+_SAID_KEPT = 10_000
 
-    def list_runs(self, status: str | None = None, *, workflow: str | None = None,
-                  limit: int | None = None, offset: int = 0,
-                  newest_first: bool = False) -> list[RunState]:
-        return self.inner.list_runs(status, workflow=workflow, limit=limit, offset=offset,
-                                    newest_first=newest_first)
 
-    def messages(self, run_id: str, start: int = 0, end: int | None = None) -> list[dict[str, Any]]:
-        return self.inner.messages(run_id, start, end)
-
-    def view_record(self, run_id: str, step: int | None = None) -> ViewRecord | None:
-        return self.inner.view_record(run_id, step)
-
-    def events(self, run_id: str) -> list[Event]:
-        return self.inner.events(run_id)
-
-    def claim_effect(self, effect: Effect, *, owner: str | None = None,
-                     version: int | None = None) -> Effect | None:
-        return self.inner.claim_effect(effect, owner=owner, version=version)
-
-    def effect(self, key: str) -> Effect | None:
-        return self.inner.effect(key)
-
-    def effects(self, run_id: str) -> list[Effect]:
-        return self.inner.effects(run_id)
-
-    def approvals(self, run_id: str | None = None, *, pending_only: bool = True) -> list[Approval]:
-        return self.inner.approvals(run_id, pending_only=pending_only)
-
-    def artifact(self, sha256: str) -> str | None:
-        return self.inner.artifact(sha256)
-
-    def log_head(self, run_id: str) -> tuple[int, str]:
-        return self.inner.log_head(run_id)
-
-    def snapshot_text(self, run_id: str) -> str:
-        return self.inner.snapshot_text(run_id)
-
-    def run_columns(self, run_id: str) -> tuple[str, str]:
-        return self.inner.run_columns(run_id)
-
-    def approval(self, approval_id: str) -> Approval | None:
-        return self.inner.approval(approval_id)
-
-    def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False,
-                ttl: float | None = None) -> str | None:
-        return self.inner.acquire(run_id, owner, now, force=force, ttl=ttl)
-
-    def renew(self, run_id: str, owner: str, now: float, ttl: float) -> bool:
-        return self.inner.renew(run_id, owner, now, ttl)
-
-    def release(self, run_id: str, owner: str) -> None:
-        self.inner.release(run_id, owner)
-
-    def lease(self, run_id: str) -> Lease | None:
-        return self.inner.lease(run_id)
-
-    def claim_runnable(self, owner: str, now: float, ttl: float, *,
-                       workflows: list[str] | None = None, limit: int = 1) -> list[Claimed]:
-        return self.inner.claim_runnable(owner, now, ttl, workflows=workflows, limit=limit)
+def _line(exc: BaseException) -> str:
+    """An error on one line, with its type when it is not one of fsm's."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, FSMError) else f"{type(exc).__name__}: {text}"

@@ -14,11 +14,26 @@ from typing import Any
 
 import typer
 
+import fsm.cli.deploys  # noqa: F401 - fsm definitions, fsm migrate, fsm check-history
+import fsm.cli.desk  # noqa: F401 - fsm handovers
+import fsm.cli.evidence  # noqa: F401 - fsm export, fsm prune
+import fsm.cli.sandbox  # noqa: F401 - fsm fork, fsm replay, fsm eval
+import fsm.cli.talk  # noqa: F401 - fsm reply
 import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
+from fsm import faults, hooks, telemetry
 from fsm.cli import auditor, exits, fleet, inspect, ops  # noqa: F401 - they register their commands
-from fsm.cli.app import app, err_console
+from fsm.cli.app import app, err_console, forget_settings
 from fsm.cli.context import UsageError
-from fsm.errors import ApprovalRefused, FSMError, WorkflowNotFound
+from fsm.errors import (
+    ApprovalRefused,
+    ForkRefused,
+    FSMError,
+    HandoverRefused,
+    ReplyRefused,
+    SuiteError,
+    WorkflowDefinitionError,
+    WorkflowNotFound,
+)
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_errors
@@ -58,7 +73,27 @@ def run(args: Sequence[str] | None = None) -> int:
     if bad is not None:
         _say(bad)
         return exits.USAGE
+    forget_settings()  # each command line reads the environment once, when it needs to
+    # Traces, when the standard OTEL_* variables ask for them: read once, here.
     try:
+        tracing = telemetry.from_environ(os.environ, say=_say)
+    except FSMError as exc:
+        _say(str(exc))
+        return exits.USAGE
+    if tracing is not None:
+        hooks.install(tracing)
+    try:
+        return _run(argv)
+    finally:
+        if tracing is not None:
+            hooks.uninstall(tracing)
+            tracing.provider.shutdown()  # sends what is left
+
+
+def _run(argv: list[str]) -> int:
+    try:
+        # The fault points crash tests name: read once, here at the entry point.
+        faults.install(faults.from_environ(os.environ))
         code = app(args=argv, prog_name="fsm", standalone_mode=False)
     except click_errors.NoArgsIsHelpError:
         app(args=[*argv, "--help"], prog_name="fsm", standalone_mode=False)
@@ -76,11 +111,14 @@ def run(args: Sequence[str] | None = None) -> int:
         lines = str(exc).splitlines() or [type(exc).__name__]
         _say(*lines)
         return exits.USAGE if isinstance(exc, _NOTHING_DONE) else exits.ERROR
+    finally:
+        forget_settings()
     return code if isinstance(code, int) else exits.OK
 
 
 #: Errors that refuse an argument before anything is written: "usage, nothing was done".
-_NOTHING_DONE = (UsageError, WorkflowNotFound, ApprovalRefused)
+_NOTHING_DONE = (UsageError, WorkflowNotFound, ApprovalRefused, ReplyRefused,
+                 HandoverRefused, WorkflowDefinitionError, ForkRefused, SuiteError)
 
 
 class _PipeSafe:

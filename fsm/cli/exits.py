@@ -6,7 +6,7 @@ Scripts can trust these: a command that drives a run (``run``, ``resume``, ``app
 
 from __future__ import annotations
 
-#: Done, or stopped normally to wait for a person.
+#: Done, or stopped normally to wait for a person or for the customer.
 OK = 0
 #: An error the command reports on one ``error:`` line (run not found, damaged database),
 #: or a check that failed (``fsm audit``, ``fsm verify``).
@@ -17,6 +17,8 @@ FAILED = 3
 BUDGET_EXHAUSTED = 4
 HANDED_OVER = 5
 MODEL_UNAVAILABLE = 6
+#: The model server refuses the run's request every time (see docs/reference/statuses.md).
+MODEL_REFUSED = 7
 #: Interrupted (Ctrl-C).
 INTERRUPTED = 130
 
@@ -28,6 +30,8 @@ BY_STATUS: dict[str, int] = {
     "budget_exhausted": BUDGET_EXHAUSTED,
     "handed_over": HANDED_OVER,
     "model_unavailable": MODEL_UNAVAILABLE,
+    "model_refused": MODEL_REFUSED,
+    "awaiting_customer": OK,
 }
 
 
@@ -38,7 +42,7 @@ def for_status(status: str) -> int:
 
 #: The table shown by ``--help`` (typer keeps the line breaks of an epilog in \b blocks).
 HELP = (
-    "Exit status: 0 done or waiting for a person; 1 error; 2 usage error; 3 failed; "
-    "4 budget exhausted; 5 handed over; 6 model unavailable; 130 interrupted (Ctrl-C: the "
-    "run stays resumable)."
+    "Exit status: 0 done or waiting for a person or the customer; 1 error; 2 usage error; "
+    "3 failed; 4 budget exhausted; 5 handed over; 6 model unavailable; 7 model refused the "
+    "request; 130 interrupted (Ctrl-C: the run stays resumable)."
 )

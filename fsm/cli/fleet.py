@@ -3,15 +3,28 @@
 from __future__ import annotations
 
 import signal
+import threading
 from typing import Any
 
 import typer
 
 from fsm.errors import UsageError
 
-from .app import DB_HELP, JSON_HELP, MAX_INT, app, console, print_json
+from . import exits
+from .app import (
+    DB_HELP,
+    JSON_HELP,
+    MAX_INT,
+    WORKFLOW_HELP,
+    app,
+    console,
+    err_console,
+    print_json,
+    settings,
+)
 from .context import check_clock, clock, make_policy, reader_for, refuse_empty, store_for
 from .goal import GOAL_HELP, read_goal
+from .retrying import retry_of
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
@@ -22,9 +35,10 @@ WorkflowOpt = typer.Option(None, "--workflow", help="only runs of this workflow 
 
 @app.command("submit")
 def submit_cmd(
-    workflow: str = typer.Argument(..., help="registered workflow name or module:attr"),
+    workflow: str = typer.Argument(..., help=WORKFLOW_HELP),
     goal: str = typer.Argument(..., help=GOAL_HELP),
-    user: str = typer.Option("", "--user", help="the customer/user the run acts for"),
+    user: str = typer.Option("", "--user", help="the customer the run acts for (tools read it "
+                             "as ctx.user); default: \"\", a run of no one"),
     run_id: str | None = typer.Option(None, "--run-id", help="run id (default: random)"),
     policy: str | None = typer.Option(None, "--policy",
                                       help="policy the workers drive it with (module:attr)"),
@@ -43,16 +57,26 @@ def submit_cmd(
 
     spec = load_workflow(workflow)
     make_policy(workflow, spec, policy, None, None)  # refuse a policy no worker could load
+    options: dict[str, Any] = dict(
+        user=user, run_id=run_id, budgets=Budgets(max_steps=max_steps), drive=False,
+        meta={"workflow_ref": workflow, "policy": policy or "default"})
+    token = None
     with store_for(db) as store:
-        engine = Engine(spec, store, clock=clock)
-        run = engine.start(text, user=user, run_id=run_id, budgets=Budgets(max_steps=max_steps),
-                           drive=False,
-                           meta={"workflow_ref": workflow, "policy": policy or "default"})
+        engine = Engine(spec, store, clock=settings().clock)
+        if spec.converses:  # the customer's front end needs the run's reply token
+            chat = engine.start_conversation(text, **options)
+            run, token = chat.run, chat.token
+        else:
+            run = engine.start(text, **options)
     if as_json:
-        print_json({"run_id": run.run_id, "status": run.status, "state": run.state})
+        print_json({"run_id": run.run_id, "status": run.status, "state": run.state,
+                    **({"reply_token": token} if token else {})})
     else:
         console.print(f"submitted {run.run_id} ({run.workflow}, {run.status} in {run.state})",
                       markup=False)
+        if token:
+            console.print(f"token    {token} (the customer's reply token; shown only now)",
+                          markup=False)
 
 
 @app.command("worker")
@@ -69,8 +93,13 @@ def worker_cmd(
                                        help="poll interval when no notification arrives"),
     sweep_seconds: float = typer.Option(5.0, "--sweep-seconds", min=0.1, max=MAX_INTERVAL,
                                         help="interval between sweeps of expired approvals"),
+    step_timeout: float = typer.Option(
+        300.0, "--step-timeout", min=0, max=MAX_INTERVAL,
+        help="seconds a step may last before the worker gives its run's lease back to the "
+             "fleet (0: never)"),
     metrics_port: int | None = typer.Option(None, "--metrics-port", min=0, max=65535,
-                                            help="serve Prometheus text on 127.0.0.1:PORT"),
+                                            help="serve Prometheus metrics on "
+                                                 "127.0.0.1:PORT/metrics"),
     stats: bool = typer.Option(False, "--stats",
                                help="print the fleet's counts from the database and exit"),
     as_json: bool = JsonOpt,
@@ -78,20 +107,25 @@ def worker_cmd(
     """Drive runnable runs until SIGTERM: then finish current steps, release, exit."""
     refuse_empty(policy=policy)
     if stats:
-        from fsm.worker import fleet_stats
-
-        with reader_for(db) as reader:
-            _print_stats(fleet_stats(reader, clock()), as_json)
+        _stats(db, as_json)
         return
-    store = store_for(db)
     from fsm.worker import Worker, WorkerConfig
 
     config = WorkerConfig(concurrency=concurrency, workflows=workflow or None, policy=policy,
                           lease_seconds=lease_seconds, poll_seconds=poll_seconds,
-                          sweep_seconds=sweep_seconds)
-    worker = Worker(store, config, clock=clock, log=_say)
+                          sweep_seconds=sweep_seconds, step_timeout=step_timeout or None,
+                          retry=retry_of(settings()), settings=settings())
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    store = _open_retrying(db, config, stopping)
+    if store is None:
+        return
+    worker = Worker(store, config, clock=settings().clock, log=_say)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
+    if stopping.is_set():
+        worker.stop()
     try:
         if metrics_port is None:
             worker.run()
@@ -103,10 +137,44 @@ def worker_cmd(
         store.close()
 
 
+def _open_retrying(db: str | None, config: Any, stopping: threading.Event) -> Any:
+    """The worker's store; while the database cannot be reached for now (it restarts, a
+    migration of another process holds it), try again with backoff until it can, or
+    until SIGTERM (then ``None``)."""
+    from fsm.errors import Unavailable
+
+    tries = 0
+    while True:
+        try:
+            return store_for(db)
+        except Unavailable as exc:
+            tries += 1
+            delay = config.retry.delay(tries)
+            _say(f"worker: cannot open the database: {exc}; trying again in {delay:.1f}s")
+            if stopping.wait(delay):
+                return None
+
+
 def _say(line: str) -> None:
     # Flushed at once: a worker's log must survive a SIGKILL up to its last line.
     console.print(line, markup=False)
     console.file.flush()
+
+
+def _stats(db: str | None, as_json: bool) -> None:
+    """Print the fleet's counts; a row that cannot be read is left out of them and named
+    on its own ``error:`` line, and the command then exits 1."""
+    from fsm.errors import RowDamaged
+    from fsm.worker import fleet_stats
+
+    damaged: list[RowDamaged] = []
+    with reader_for(db) as reader:
+        _print_stats(fleet_stats(reader, clock(), damaged), as_json)
+    if damaged:
+        for row in damaged:
+            err_console.print(f"error: {' '.join(str(row).split())} (left out of the counts)",
+                              markup=False)
+        raise typer.Exit(exits.ERROR)
 
 
 def _print_stats(data: dict[str, Any], as_json: bool) -> None:
@@ -116,5 +184,5 @@ def _print_stats(data: dict[str, Any], as_json: bool) -> None:
     runs = ", ".join(f"{k} {v}" for k, v in data["runs"].items()) or "none"
     console.print(f"runs               {runs}", markup=False)
     for key in ("in_flight", "runnable", "expired_leases", "approvals_waiting",
-                "steps_per_second"):
+                "steps_per_second", "damaged_rows"):
         console.print(f"{key.replace('_', ' '):18} {data[key]}", markup=False)

@@ -39,25 +39,28 @@ class _Results:
     """The tool messages of the transcript, handed out in log order per tool."""
 
     def __init__(self, messages: list[dict[str, Any]]) -> None:
-        self._by_tool: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
-        for m in messages:
-            if m.get("role") == "tool" and isinstance(m.get("tool"), str):
-                self._by_tool[m["tool"]].append(m)
+        from fsm.transcript import ToolError, ToolResult, read_all
+
+        #: Each tool's results, shortened (an error as ``error: ...``), in order.
+        self._by_tool: dict[str, deque[str]] = defaultdict(deque)
+        for m in read_all(messages):
+            if isinstance(m, ToolError) and isinstance(m.tool, str):
+                self._by_tool[m.tool].append(f"error: {short(m.error)}")
+            elif isinstance(m, ToolResult) and isinstance(m.tool, str):
+                self._by_tool[m.tool].append(short(m.result))
 
     def next(self, tool: str | None) -> str:
         queue = self._by_tool.get(tool or "")
-        if not queue:
-            return ""
-        msg = queue.popleft()
-        if "error" in msg:
-            return f"error: {short(msg['error'])}"
-        return short(msg.get("result"))
+        return queue.popleft() if queue else ""
 
 
 def _consumes_result(e: Event) -> bool:
     """Whether the event put one tool message for ``e.tool`` into the transcript."""
     if e.kind in ("tool", "refusal"):
         return e.tool is not None
+    if e.kind == "decision" and e.detail.get("decision") == "withdrawn":
+        # A call the new version refuses is answered in the transcript; one asked again is not.
+        return e.tool is not None and e.detail.get("asked_again") is False
     return e.kind == "decision" and e.tool is not None and \
         e.detail.get("decision") in ("denied", "expired")
 
@@ -85,13 +88,44 @@ def _detail(spec: WorkflowSpec, e: Event, result: str) -> str:
         shown = f"({args})" if args else ""
         if d.get("replayed"):
             shown += " replayed"
+        if isinstance(d.get("confirmed"), dict):
+            shown += f" confirmed by reply {d['confirmed'].get('reply')}"
         return f"{shown} → {result}" if result else shown
     if e.kind == "budget":
         changes = d.get("changes") or {}
         return ", ".join(f"{k} {v[0]} → {v[1]}" for k, v in sorted(changes.items()))
+    if e.kind == "migrated":
+        moved = {k: v for k, v in (d.get("map") or {}).items() if k != v}
+        return (f"version {d.get('from_version')} → {d.get('to_version')}"
+                + (f", {_args(moved)}" if moved else "") + f" (by {d.get('by')})")
     if e.kind == "pause" and isinstance(d.get("args"), dict):
         return f"waits for a person ({_args(d['args'])})"
+    if e.kind == "close":  # the desk closed a handover
+        resumed = f" with {d['event']}" if d.get("event") else ""
+        return f"{d.get('outcome')}{resumed}: {d.get('note') or ''}"
+    if e.kind == "claim":
+        bound = d.get("bound")
+        approval = bound.get("approval") if isinstance(bound, dict) else None
+        return f"key {d.get('key')}" + (f", bound to approval {approval}" if approval else "")
     return e.reason or ""
+
+
+_CUSTOMER_KINDS = ("ask", "reply", "unanswered")
+
+
+def _customer(e: Event, said: dict[Any, str]) -> str:
+    """An event of a conversation: what the customer was asked, or what they said."""
+    d = e.detail
+    if e.kind == "ask":
+        asked = f"asks the customer: {short(str(d.get('message') or ''))}"
+        if isinstance(d.get("args"), dict) and d["args"]:
+            asked += f"; to confirm: {short(d['args'])}"
+        return asked
+    if e.kind == "reply":
+        text = said.get(d.get("seq"), "")
+        bound = "" if d.get("bound") else " (answers no request: no event)"
+        return f"reply {d.get('seq')}: {short(text)!s}{bound}"
+    return f"no reply by {fmt_time(d.get('expires_at'))}"
 
 
 def _subject(spec: WorkflowSpec, e: Event) -> str:
@@ -107,10 +141,15 @@ def history_rows(spec: WorkflowSpec, events: list[Event], messages: list[dict[st
                  *, verbose: bool = False) -> list[list[Any]]:
     """The table rows of a run's log; policy calls that cost nothing only if ``verbose``."""
     results = _Results(messages)
+    said = {m.get("reply"): str(m.get("content", "")) for m in messages
+            if m.get("from") == "customer"}
     rows = []
     for e in events:
         result = results.next(e.tool) if _consumes_result(e) else ""
-        if e.kind == "policy":
+        detail: str | None
+        if e.kind in _CUSTOMER_KINDS:
+            detail = _customer(e, said)
+        elif e.kind == "policy":
             detail = _policy(e)
             if detail is None and not verbose:
                 continue

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
-from fsm.errors import RunError
+from fsm.errors import RowDamaged, RunError
 
-from .app import DB_HELP, JSON_HELP, MAX_INT, app, console, print_json, print_table
-from .context import fmt_time, path_of, reader_for, spec_for_run
+if TYPE_CHECKING:  # ``fsm --help`` must not import pydantic's models
+    from fsm.transcript import Message
+
+from . import exits
+from .app import DB_HELP, JSON_HELP, MAX_INT, app, console, err_console, print_json, print_table
+from .asked import customer_lines
+from .context import fmt_time, path_of, reader_for, version_for_run
 from .history import history_rows
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
@@ -18,7 +23,7 @@ JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
 #: Every run status (``fsm.records.STATUSES``, which ``import fsm.cli`` does not load;
 #: tests/test_cli_runs.py holds the two equal).
 STATUSES = ("running", "awaiting_approval", "done", "failed", "budget_exhausted",
-            "handed_over", "model_unavailable")
+            "handed_over", "model_unavailable", "model_refused", "awaiting_customer")
 
 
 @app.command("runs")
@@ -42,19 +47,29 @@ def runs_cmd(
         # One more than asked for tells whether there are more to page to.
         runs = store.list_runs(status, workflow=workflow, offset=offset, newest_first=True,
                                limit=None if show_all else limit + 1)
-    more = not show_all and len(runs) > limit
-    runs = runs if show_all else runs[:limit]
-    rows = [{
-        "run_id": r.run_id, "workflow": r.workflow, "user": r.user, "status": r.status,
+        more = not show_all and len(runs) > limit
+        runs = runs if show_all else runs[:limit]
+        labels = store.version_labels(r.definition_hash for r in runs)
+    rows: list[dict[str, Any]] = [{
+        "run_id": r.run_id, "workflow": r.workflow, "version": labels[r.definition_hash],
+        "definition_hash": r.definition_hash, "user": r.user, "status": r.status,
         "state": r.state, "steps": r.used.steps, "cost_micros": r.used.cost_micros,
         "updated": fmt_time(r.updated_at), "reason": r.reason,
+        "forked_from": None if r.forked_from is None else
+        {"run_id": r.forked_from.run_id, "step": r.forked_from.step},
     } for r in runs]
     if as_json:
         print_json(rows)
         return
-    cols = ["run_id", "workflow", "user", "status", "state", "steps", "cost_micros", "updated",
-            "reason"]
-    print_table(None, cols, [[row[c] for c in cols] for row in rows])
+    cols = ["run_id", "workflow", "version", "user", "status", "state", "steps", "cost_micros",
+            "updated", "reason"]
+    table = [[row[c] for c in cols] for row in rows]
+    if any(row["forked_from"] for row in rows):  # forks name their parent and its step
+        cols.append("forked_from")
+        for line, row in zip(table, rows, strict=True):
+            origin = row["forked_from"]
+            line.append(f"{origin['run_id']} @ step {origin['step']}" if origin else "")
+    print_table(None, cols, table)
     if more:
         console.print(f"runs {offset + 1}-{offset + len(rows)}, newest first; more with "
                       f"--offset {offset + len(rows)} or --all", markup=False)
@@ -65,31 +80,61 @@ def runs_cmd(
 
 @app.command("approvals")
 def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
-    """List pending approvals."""
-    from fsm.presentation import waits_for
+    """List the approvals that runs wait on.
 
-    rows = []
+    A row that cannot be read, or a pending approval no run waits on (its run finished,
+    or the row was written outside a step), is not listed: each is named on an ``error:``
+    line, and the command exits 1."""
+    from fsm.errors import FSMError
+
+    rows, problems = [], []
     with reader_for(db) as store:
-        for a in store.approvals(pending_only=True):
-            run = store.load_run(a.run_id)
-            events = run.pending.events if run.pending else []
-            shown = spec_for_run(store, run).presentation
-            rows.append({
-                "run_id": a.run_id, "user": run.user, "state": run.state,
-                "waits_for": waits_for(a.tool, events),
-                "asks": shown.describe(a.tool, a.args, run.facts, events), "arguments": a.args,
-                "amount": shown.money_text(a.tool, a.args),
-                "requested": fmt_time(a.requested_at), "expires": fmt_time(a.expires_at),
-            })
+        damaged: list[RowDamaged] = []
+        for a in store.approvals(pending_only=True, damaged=damaged):
+            try:
+                row = _approval_row(store, a)
+            except FSMError as exc:  # the run's own rows, or its workflow
+                problems.append(f"{' '.join(str(exc).split())} (not listed)")
+                continue
+            if isinstance(row, str):
+                problems.append(row)
+            else:
+                rows.append(row)
+        problems[:0] = [f"{d} (not listed)" for d in damaged]
     if as_json:
         print_json(rows)
-        return
-    cols = ["run_id", "user", "state", "waits_for", "asks", "arguments", "amount", "requested",
-            "expires"]
-    print_table(None, cols, [
-        [json.dumps(r[c], ensure_ascii=False) if c == "arguments" else r[c] for c in cols]
-        for r in rows
-    ])
+    else:
+        cols = ["run_id", "user", "state", "waits_for", "asks", "arguments", "amount",
+                "requested", "expires"]
+        print_table(None, cols, [
+            [json.dumps(r[c], ensure_ascii=False) if c == "arguments" else r[c] for c in cols]
+            for r in rows
+        ])
+    for line in problems:
+        err_console.print(f"error: {' '.join(line.split())}", markup=False)
+    if problems:
+        raise typer.Exit(exits.ERROR)
+
+
+def _approval_row(store: Any, a: Any) -> dict[str, Any] | str:
+    """What ``fsm approvals`` lists of approval ``a``, or why it is not listed."""
+    from fsm.presentation import waits_for
+    from fsm.runtime.review import waiting_on
+
+    run = store.load_run(a.run_id)
+    if waiting_on(run, a) is None:
+        return (f"approval {a.approval_id} of run {a.run_id!r} is pending in the approvals "
+                f"table, but the run does not wait on it (it is {run.status} in state "
+                f"{run.state!r}); not listed: see fsm audit {a.run_id}")
+    events = run.pending.events if run.pending else []
+    shown = version_for_run(store, run).presentation
+    return {
+        "run_id": a.run_id, "user": run.user, "state": run.state,
+        "waits_for": waits_for(a.tool, events),
+        "asks": shown.describe(a.tool, a.args, run.facts, events), "arguments": a.args,
+        "amount": shown.money_text(a.tool, a.args),
+        "requested": fmt_time(a.requested_at), "expires": fmt_time(a.expires_at),
+    }
 
 
 @app.command("show")
@@ -100,7 +145,7 @@ def show_cmd(
     request: bool = typer.Option(False, "--request",
                                  help="print the exact chat-completions request body sent"),
     model: str | None = typer.Option(None, "--model", help="model name for --request "
-                                     "(default: the model the run started with)"),
+                                     "(default: the model the step was sent to)"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -109,7 +154,7 @@ def show_cmd(
 
     with reader_for(db) as store:
         run = store.load_run(run_id)
-        spec = spec_for_run(store, run)
+        spec = version_for_run(store, run)
         view = view_at(spec, store, run_id, step)
         if view is None:
             what = f"step {step}" if step is not None else "any step"
@@ -117,11 +162,16 @@ def show_cmd(
                 "it has not been driven yet"
             raise RunError(f"run {run_id!r} has no view recorded for {what} ({recorded})",
                            run_id=run_id)
-        name = (model or _run_model(store, run_id)) if request else ""
+        events = store.events(run_id) if request else []
     if request:
-        from fsm.adapters.translate import encode, request_body
+        from fsm.adapters.recorded import sent_body
+        from fsm.adapters.translate import encode
 
-        typer.echo(encode(request_body(view, name)).decode())
+        try:
+            body = sent_body(view, events, model)
+        except LookupError:
+            body = sent_body(view, events, _run_model(events, run_id))
+        typer.echo(encode(body).decode())
         return
     if as_json:
         print_json(view.model_dump(mode="json"))
@@ -133,23 +183,28 @@ def show_cmd(
     if view.instructions:
         console.print(f"instructions: {view.instructions}", markup=False)
     console.print("transcript:")
-    for i, msg in enumerate(view.messages):
+    for i, msg in enumerate(view.transcript):
         console.print(f"  [{i}] {_line(msg)}", markup=False)
+    if step is None or step == run.step:
+        for line in customer_lines(spec, run):
+            console.print(line, markup=False)
 
 
-def _run_model(store: Any, run_id: str) -> str:
-    from fsm.records import start_detail
+def _run_model(events: list[Any], run_id: str) -> str:
+    """The model a step that recorded no request would have been sent to: the model the
+    run's log says it is driven with."""
+    from fsm.records import policy_record
 
-    policy = str(start_detail(store.events(run_id)).get("policy", ""))
+    policy = str(policy_record(events).get("policy", ""))
     if not policy.startswith("model:"):
         raise RunError(f"run {run_id!r} was not driven by a model ({policy or 'unknown'}); "
                        "give --model NAME", run_id=run_id)
     return policy.removeprefix("model:")
 
 
-def _line(msg: dict[str, Any]) -> str:
-    role = msg.get("role", "?")
-    rest = {k: v for k, v in msg.items() if k != "role"}
+def _line(msg: Message) -> str:
+    rest = msg.body()
+    role = rest.pop("role", None) or "?"
     return f"{role:9} {json.dumps(rest, ensure_ascii=False, sort_keys=True)}"
 
 
@@ -169,8 +224,9 @@ def history_cmd(
             print_json([e.model_dump(mode="json") for e in events])
             return
         run = store.load_run(run_id)
-        spec = spec_for_run(store, run, events)
-        rows = history_rows(spec, events, store.messages(run_id), verbose=verbose)
+        spec = version_for_run(store, run, events)
+        messages = store.messages(run_id, 0, run.message_count)  # what the steps wrote
+        rows = history_rows(spec, events, messages, verbose=verbose)
         path = path_of(store, run_id, events)
     print_table(f"history of {run_id}: {' → '.join(path)}",
                 ["step", "time", "kind", "state", "tool/event", "detail", "cost", "reviewer"],
@@ -179,22 +235,105 @@ def history_cmd(
 
 @app.command("audit")
 def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None = DbOpt,
+              bundle: str | None = typer.Option(
+                  None, "--bundle", help="also check this evidence bundle of the run "
+                  "against the head this database holds (for a pruned run: its tombstone)"),
               as_json: bool = JsonOpt) -> None:
-    """Verify a run's hash chain and its log against the run row; exit 1 if altered."""
+    """Verify a run's hash chain and its log against the run row; exit 1 if altered. A
+    pruned run is reported with the head and number of events its tombstone keeps."""
     from fsm.auditor.audit import audit
+    from fsm.errors import RunNotFound
 
     with reader_for(db) as store:
-        report = audit(store, run_id)
+        try:
+            report = audit(store, run_id)
+        except RunNotFound:
+            stone = store.tombstone(run_id)
+            if stone is None:
+                raise
+            _pruned(stone, bundle, as_json)
+            return
+        except RowDamaged as exc:
+            _damaged(run_id, exc, as_json)
+    expected = (report.head, report.events)
     if as_json:
         print_json({"run_id": run_id, "ok": report.ok, "events": report.events,
-                    "head": report.head, "problems": report.problems})
-    elif report.ok:
+                    "head": report.head, "problems": report.problems, "notes": report.notes,
+                    "warnings": report.warnings, "forked_from": report.link.as_json()})
+    else:
+        _print_audit(run_id, report)
+    if not report.ok:
+        raise typer.Exit(1)
+    if bundle is not None:
+        _check_bundle(bundle, run_id, expected)
+
+
+def _print_audit(run_id: str, report: Any) -> None:
+    if report.ok:
         console.print(f"audit ok: {run_id}: {report.events} events, hash chain intact, "
                       "log consistent with the run, its approvals and its effects", markup=False)
+        _print_link(report.link)
         console.print(f"head {report.head}", markup=False)
+        for note in report.notes:
+            console.print(f"note: {note}", markup=False)
     else:
         console.print(f"audit FAILED: {run_id}: {report.problems[0]}", markup=False)
         for p in report.problems[1:]:
             console.print(f"  also: {p}", markup=False)
+    for warning in report.warnings:
+        console.print(f"warning: {warning}", markup=False)
+
+
+#: How ``fsm audit`` says what it found of a fork's link (:data:`fsm.auditor.forks.LinkState`).
+_LINK_SAID = {
+    "verified": "the link to it verified",
+    "tombstone": "it was pruned since; the link verified against its tombstone's head "
+                 "(the fork was made at its last event)",
+    "unverifiable": "the link cannot be verified (see the warning)",
+}
+
+
+def _print_link(link: Any) -> None:
+    origin = link.origin
+    if origin is None or link.state == "broken":
+        return
+    console.print(f"forked from {origin.get('run_id')} at step {origin.get('step')}; "
+                  f"{_LINK_SAID[link.state]}", markup=False)
+
+
+def _damaged(run_id: str, exc: RowDamaged, as_json: bool) -> None:
+    """A row the audit cannot read is a finding of the audit (exit 1), without the advice
+    to inspect it with ``fsm audit``, which would lead back here."""
+    said = exc.finding
+    if as_json:
+        print_json({"run_id": run_id, "ok": False, "problems": [said]})
+    else:
+        console.print(f"audit FAILED: {run_id}: {said}", markup=False)
+    raise typer.Exit(1)
+
+
+def _pruned(stone: Any, bundle: str | None, as_json: bool) -> None:
+    if as_json:
+        print_json({"run_id": stone.run_id, "ok": True, "pruned": True,
+                    "events": stone.log_count, "head": stone.head,
+                    **stone.model_dump(mode="json")})
+    else:
+        console.print(f"audit: {stone.run_id}: pruned; head {stone.head}, {stone.log_count} "
+                      f"events (it finished {stone.status} at {fmt_time(stone.finished_at)}; "
+                      f"pruned at {fmt_time(stone.pruned_at)} by {stone.pruned_by})",
+                      markup=False)
+    if bundle is not None:
+        _check_bundle(bundle, stone.run_id, (stone.head, stone.log_count))
+
+
+def _check_bundle(path: str, run_id: str, expected: tuple[str, int]) -> None:
+    from fsm.auditor.bundle import Unusable, verify
+    from fsm.errors import UsageError
+
+    try:
+        report = verify(path, {run_id: expected})
+    except Unusable as exc:
+        raise UsageError(str(exc)) from None
+    console.print(report.text(), markup=False)
     if not report.ok:
         raise typer.Exit(1)

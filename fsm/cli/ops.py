@@ -11,8 +11,21 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from . import exits
-from .app import DB_HELP, JSON_HELP, MAX_INT, app, console, err_console, print_json
+from .app import (
+    DB_HELP,
+    JSON_HELP,
+    MAX_INT,
+    POLICY_HELP,
+    WORKFLOW_HELP,
+    app,
+    console,
+    err_console,
+    print_json,
+    settings,
+)
+from .asked import customer_data, customer_lines
 from .context import (
+    ModelFlags,
     UsageError,
     check_clock,
     clock,
@@ -24,29 +37,41 @@ from .context import (
     store_for,
 )
 from .goal import GOAL_HELP, read_goal
+from .retrying import retry_of, retrying
 
 # The runtime is imported by the commands that use it, so that ``fsm --help`` stays fast.
 if TYPE_CHECKING:
+    from fsm.presentation import Presentation
     from fsm.records import RunState
     from fsm.store import Store
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 TimeoutOpt = typer.Option(None, "--timeout", help="seconds to wait for each model reply "
                           "(default 60; raise it for slow local models); needs --model")
+CapOpt = typer.Option(None, "--max-output-tokens", max=MAX_INT,
+                      help="tokens each model reply may have (default 1024); needs --model")
+NoForceOpt = typer.Option(False, "--no-force", help="never ask the model server for a tool "
+                          "call (tool_choice), for servers that fail on it; needs --model")
+ServerOpt = typer.Option(None, "--server", help="the model server's family: auto (default: "
+                         "recognised), openai, vllm, llama.cpp, llama-cpp-python, ollama, "
+                         "generic; needs --model")
 EventOpt = typer.Option(
     None, "--event", help="the human event to fire, when the run waits for one of several "
     "(default: the workflow's approve or deny event)")
 NoDriveOpt = typer.Option(False, "--no-drive",
                           help="only record the decision; a worker (fsm worker) continues the run")
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
-def finish(store: Store, run: RunState, as_json: bool) -> None:
+def finish(store: Store, run: RunState, as_json: bool,
+           extra: dict[str, Any] | None = None, lines: list[str] | None = None) -> None:
     """Report the run, then exit with the code of its status (see ``fsm --help``)."""
-    report(store, run, as_json)
+    report(store, run, as_json, extra, lines)
     raise typer.Exit(exits.for_status(run.status))
 
 
-def report(store: Store, run: RunState, as_json: bool) -> None:
-    """Print the run id, the state path and the final status."""
+def report(store: Store, run: RunState, as_json: bool, extra: dict[str, Any] | None = None,
+           lines: list[str] | None = None) -> None:
+    """Print the run id, the state path and the final status (``extra``: more JSON fields;
+    ``lines``: more lines of text, printed first)."""
     from fsm.presentation import waits_for
 
     events = store.events(run.run_id)
@@ -58,9 +83,13 @@ def report(store: Store, run: RunState, as_json: bool) -> None:
     }
     if run.pending is not None:
         data["pending"] = run.pending.model_dump(mode="json")
+    data.update(customer_data(run))
+    data.update(extra or {})
     if as_json:
         print_json(data)
         return
+    for line in lines or []:
+        console.print(line, markup=False)
     console.print(f"run      {run.run_id}", markup=False)
     console.print(f"path     {' → '.join(path)}", markup=False)
     line = f"status   {run.status}"
@@ -76,19 +105,26 @@ def report(store: Store, run: RunState, as_json: bool) -> None:
                       + (f", amount {amount}" if amount else ""), markup=False)
         console.print(f"asks     {shown.describe(p.tool, p.args, run.facts, p.events)}",
                       markup=False)
+    if run.status == "awaiting_customer":
+        for line in customer_lines(spec_for_run(store, run, events), run):
+            console.print(line, markup=False)
 
 
 @app.command("run", epilog=exits.HELP)
 def run_cmd(
-    workflow: str = typer.Argument(..., help="registered workflow name or module:attr"),
+    workflow: str = typer.Argument(..., help=WORKFLOW_HELP),
     goal: str = typer.Argument(..., help=GOAL_HELP),
-    user: str = typer.Option("", "--user", help="the customer/user the run acts for"),
+    user: str = typer.Option("", "--user", help="the customer the run acts for (tools read it "
+                             "as ctx.user); default: \"\", a run of no one"),
     run_id: str | None = typer.Option(None, "--run-id", help="run id (default: random)"),
-    policy: str | None = typer.Option(None, "--policy", help="policy as module:attr"),
+    policy: str | None = typer.Option(None, "--policy", help=POLICY_HELP),
     model: str | None = typer.Option(None, "--model", help="drive the run with this model"),
     base_url: str | None = typer.Option(None, "--base-url",
                                         help="OpenAI-compatible endpoint for --model"),
     timeout: float | None = TimeoutOpt,
+    max_output_tokens: int | None = CapOpt,
+    no_force: bool = NoForceOpt,
+    server: str | None = ServerOpt,
     max_steps: int = typer.Option(50, "--max-steps", min=1, max=MAX_INT, help="step budget"),
     max_cost_micros: int | None = typer.Option(None, "--max-cost-micros", min=0, max=MAX_INT,
                                                help="cost budget in micro-units"),
@@ -110,19 +146,31 @@ def run_cmd(
     from fsm.runtime.engine import Engine
 
     spec = load_workflow(workflow)
-    fn, policy_name = make_policy(workflow, spec, policy, model, base_url, timeout)
+    flags = ModelFlags(timeout=timeout, max_output_tokens=max_output_tokens,
+                       no_force=no_force, server=server)
+    fn, record = make_policy(workflow, spec, policy, model, base_url, flags=flags)
     budgets = Budgets(max_steps=max_steps, max_cost_micros=max_cost_micros,
                       max_tokens=max_tokens, max_active_seconds=max_seconds)
-    meta: dict[str, Any] = {"workflow_ref": workflow, "policy": policy_name}
-    if base_url:
-        meta["base_url"] = base_url
-    if timeout is not None:
-        meta["timeout"] = timeout  # approve and deny reuse it
+    # The policy, base URL, timeout and settings: resume, approve and deny reuse them.
+    meta: dict[str, Any] = {"workflow_ref": workflow, **record}
     run_id = run_id or new_id()  # named here, so that an interrupt can name it
     with store_for(db) as store, interruptible(store, run_id):
-        engine = Engine(spec, store, fn, clock=clock, compactor=Compactor())
-        run = engine.start(text, user=user, run_id=run_id, budgets=budgets, meta=meta)
-        finish(store, run, as_json)
+        engine = Engine(spec, store, fn, clock=settings().clock, compactor=Compactor(),
+                        retry=retry_of(settings()))
+        if spec.converses:
+            chat = engine.start_conversation(text, user=user, run_id=run_id, budgets=budgets,
+                                             meta=meta)
+            finish(store, chat.run, as_json, {"reply_token": chat.token}, [
+                f"token    {chat.token} (the customer's reply token for fsm serve's chat "
+                "endpoint; shown only now)"])
+
+        def start() -> RunState:
+            return engine.start(text, user=user, run_id=run_id, budgets=budgets, meta=meta)
+
+        def again() -> RunState:  # the run exists unless its creation did not land
+            return engine.resume(run_id) if _exists(store, run_id) else start()
+
+        finish(store, retrying(start, again, engine.retry), as_json)
 
 
 @contextmanager
@@ -143,9 +191,21 @@ def _left(store: Store, run_id: str) -> str:
         status = "running"
     if status == "awaiting_approval":
         return f"run {run_id} still waits for a person (fsm approve {run_id} or fsm deny)"
+    if status == "awaiting_customer":
+        return f"run {run_id} waits for its customer (fsm reply {run_id} TEXT)"
     if status == "running":
         return f"run {run_id} stays resumable (fsm resume {run_id})"
     return f"run {run_id} stopped as {status}"
+
+
+def _exists(store: Store, run_id: str) -> bool:
+    from fsm.errors import RunNotFound
+
+    try:
+        store.load_run(run_id)
+    except RunNotFound:
+        return False
+    return True
 
 
 def _raised(max_steps: int | None, max_cost_micros: int | None, max_tokens: int | None,
@@ -162,6 +222,9 @@ def resume_cmd(
     model: str | None = typer.Option(None, "--model", help="override with this model"),
     base_url: str | None = typer.Option(None, "--base-url", help="endpoint for --model"),
     timeout: float | None = TimeoutOpt,
+    max_output_tokens: int | None = CapOpt,
+    no_force: bool = NoForceOpt,
+    server: str | None = ServerOpt,
     take_over: bool = typer.Option(
         False, "--take-over",
         help="take the run from a lease holder this host cannot see (another machine, a "
@@ -192,12 +255,17 @@ def resume_cmd(
                               "to resume" + _how_to_continue(run), markup=False)
             finish(store, run, as_json)
         _refuse_new_limits(run, raised)
-        engine = engine_for_run(store, run_id, policy=policy, model=model, base_url=base_url,
-                                timeout=timeout)
+        flags = ModelFlags(timeout=timeout, max_output_tokens=max_output_tokens,
+                           no_force=no_force, server=server)
+        engine, record = engine_for_run(store, run_id, policy=policy, model=model,
+                                        base_url=base_url, flags=flags)
         with interruptible(store, run_id):
             if raised:
                 _raise_budgets(engine, run_id, raised, operator)
-            finish(store, engine.resume(run_id, take_over=take_over), as_json)
+            run = retrying(
+                lambda: engine.resume(run_id, take_over=take_over, policy_record=record),
+                lambda: engine.resume(run_id, policy_record=record), engine.retry)
+            finish(store, run, as_json)
 
 
 #: How ``fsm resume`` names each budget.
@@ -247,29 +315,65 @@ def _how_to_continue(run: RunState) -> str:
 
 def _decide(run_id: str, approved: bool, reviewer: str, note: str, db: str | None,
             as_json: bool, event: str | None = None, no_drive: bool = False,
-            amend: dict[str, Any] | None = None) -> None:
-    if not reviewer.strip():
+            sets: list[str] | None = None) -> None:
+    from fsm.names import is_blank
+
+    if is_blank(reviewer):
         raise UsageError("--reviewer must name who decides, not be empty")
     refuse_empty(event=event)
+    pairs = parse_sets(sets or [])
     with store_for(db) as store:
-        engine = engine_for_run(store, run_id)
+        engine, _ = engine_for_run(store, run_id)
+        amend = set_values(pairs, engine.spec.presentation) or None
+        waiting_on = store.load_run(run_id).pending
+
+        def decide() -> RunState:
+            return engine.decide(run_id, approved, reviewer, note, event=event,
+                                 drive=False, amend=amend)
+
+        def again() -> RunState:  # decide again unless the decision landed
+            run = store.load_run(run_id)
+            if run.status == "awaiting_approval" and run.pending == waiting_on:
+                return decide()
+            return run
+
         with interruptible(store, run_id):
-            run = engine.decide(run_id, approved, reviewer, note, event=event,
-                                drive=not no_drive, amend=amend)
+            run = retrying(decide, again, engine.retry)
+            if not no_drive and run.status == "running":
+                run = retrying(lambda: engine.resume(run_id), lambda: engine.resume(run_id),
+                               engine.retry)
             finish(store, run, as_json)
 
 
-def parse_sets(sets: list[str]) -> dict[str, Any]:
-    """``field=value`` pairs; a value that reads as JSON (a number) is that, else text."""
-    out: dict[str, Any] = {}
+def parse_sets(sets: list[str]) -> dict[str, str]:
+    """``field=value`` pairs, the values as typed."""
+    out: dict[str, str] = {}
     for item in sets:
         field, sep, raw = item.partition("=")
         if not sep or not field.strip():
             raise UsageError(f"--set takes field=value, not {item!r}")
+        out[field.strip()] = raw
+    return out
+
+
+def set_values(pairs: dict[str, str], shown: Presentation) -> dict[str, Any]:
+    """The changes ``--set`` asks for: the workflow's amount field as money in its
+    currency (``amount_paise=1,200`` is ₹1,200), any other value as JSON if it reads as
+    JSON (a number), else as text."""
+    from fsm.errors import AmountError
+
+    out: dict[str, Any] = {}
+    for field, raw in pairs.items():
+        if field == shown.amount_field:
+            try:
+                out[field] = shown.parse_money(raw, f"--set {field}")
+            except AmountError as exc:
+                raise UsageError(f"{exc}; nothing was decided") from None
+            continue
         try:
-            out[field.strip()] = json.loads(raw)
+            out[field] = json.loads(raw)
         except ValueError:
-            out[field.strip()] = raw
+            out[field] = raw
     return out
 
 
@@ -281,14 +385,15 @@ def approve_cmd(
     event: str | None = EventOpt,
     no_drive: bool = NoDriveOpt,
     sets: list[str] = typer.Option(  # noqa: B008 - typer's way to declare a repeated option
-        [], "--set", help="approve with a changed argument, field=value (e.g. "
-        "amount_paise=120000), where the workflow allows it; repeatable"),
+        [], "--set", help="approve with a changed argument, field=value, where the workflow "
+        "allows it; the workflow's amount is typed in its currency, in major units "
+        "(1,200 or 1200.50: twelve hundred of the currency, not of its minor unit); "
+        "repeatable"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Approve what a paused run waits for, then continue it in this process."""
-    _decide(run_id, True, reviewer, note, db, as_json, event, no_drive,
-            parse_sets(sets) or None)
+    _decide(run_id, True, reviewer, note, db, as_json, event, no_drive, sets)
 
 
 @app.command("deny", epilog=exits.HELP)
@@ -302,39 +407,81 @@ def deny_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Deny what a paused run waits for, then continue it in this process."""
-    if not note.strip():
-        raise UsageError("--note must say why the request is denied")
+    from fsm.names import is_blank
+
+    if is_blank(note):
+        raise UsageError("--note must say why the request is denied (spaces and invisible "
+                         "characters alone are no note)")
     _decide(run_id, False, reviewer, note, db, as_json, event, no_drive)
 
 
 @app.command("sweep")
 def sweep_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
-    """Apply expired approvals (the workflow's expiry event, e.g. expired → handed_over)."""
+    """Apply expired approvals (the workflow's expiry event, e.g. expired → handed_over)
+    and waits for customers that passed their time (the workflow's reply_expiry_event);
+    read replies a process left unread.
+
+    Each run is swept on its own: a run another process drives is skipped for the next
+    sweep; a damaged row, or a run that cannot be written, is named on an ``error:`` line
+    (the command then exits 1) and everything else due is applied all the same."""
+    problems: list[str] = []
     with store_for(db) as store:
-        touched = _sweep(store)
+        touched = _sweep(store, problems)
     if as_json:
         print_json(touched)
-        return
-    if not touched:
-        console.print("no expired approvals")
-    for t in touched:
-        console.print(f"expired  {t['run_id']} → {t['state']} ({t['status']})", markup=False)
+    else:
+        if not touched:
+            console.print("no expired approvals or conversations")
+        for t in touched:
+            console.print(f"expired  {t['run_id']} → {t['state']} ({t['status']})",
+                          markup=False)
+    for line in problems:
+        err_console.print(f"error: {' '.join(line.split())}", markup=False)
+    if problems:
+        raise typer.Exit(exits.ERROR)
 
 
-def _sweep(store: Store) -> list[dict[str, Any]]:
+def _sweep(store: Store, problems: list[str]) -> list[dict[str, Any]]:
+    from fsm.errors import FSMError, RowDamaged
     from fsm.runtime.engine import Engine
 
     touched: list[dict[str, Any]] = []
-    by_workflow: dict[str, RunState] = {}
-    for a in store.approvals(pending_only=True):
-        run = store.load_run(a.run_id)
-        by_workflow.setdefault(run.workflow, run)
-    for run in by_workflow.values():
-        engine = Engine(spec_for_run(store, run), store, clock=clock)
+    damaged: list[RowDamaged] = []
+    for run in _due_by_workflow(store, damaged, problems):
+        try:
+            engine = Engine(spec_for_run(store, run), store, clock=settings().clock)
+        except FSMError as exc:
+            problems.append(f"cannot sweep the runs of workflow {run.workflow!r}: {exc}")
+            continue
         skipped: list[tuple[str, str]] = []
-        for run_id in engine.sweep(skipped):
+        failed: list[tuple[str, str]] = []
+        for run_id in engine.sweep(skipped, failed=failed, damaged=[]):  # damaged: below
             after = store.load_run(run_id)
             touched.append({"run_id": run_id, "status": after.status, "state": after.state})
         for run_id, why in skipped:
             err_console.print(f"skipped {run_id}: {why}", markup=False)
+        problems += [f"cannot sweep run {run_id!r}: {why}" for run_id, why in failed]
+    problems[:0] = [f"{d} (skipped)" for d in damaged]
+    problems[:] = dict.fromkeys(problems)  # a run found broken twice is named once
     return touched
+
+
+def _due_by_workflow(store: Store, damaged: list[Any], problems: list[str]) -> list[RunState]:
+    """One run of each workflow with an expired approval or a run waiting for its customer
+    (its engine sweeps them all)."""
+    from fsm.errors import FSMError
+
+    by_workflow: dict[str, RunState] = {}
+    now = clock()
+    for a in store.approvals(pending_only=True, damaged=damaged):
+        if a.expires_at > now:
+            continue
+        try:
+            run = store.load_run(a.run_id)
+        except FSMError as exc:
+            problems.append(f"cannot sweep run {a.run_id!r}: {' '.join(str(exc).split())}")
+            continue
+        by_workflow.setdefault(run.workflow, run)
+    for run in store.list_runs("awaiting_customer", damaged=damaged):
+        by_workflow.setdefault(run.workflow, run)
+    return list(by_workflow.values())

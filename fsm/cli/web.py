@@ -6,13 +6,17 @@ import errno
 import getpass
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
-from fsm.errors import UsageError
+from fsm.errors import AmountError, FSMError, UsageError
 
-from .app import MAX_INT, app, console, fail, print_table
+from .app import app, console, fail, print_table, settings
 from .context import store_for
+
+if TYPE_CHECKING:
+    from fsm.presentation import Presentation
 
 users = typer.Typer(no_args_is_help=True, help="Manage the accounts of the approval inbox.")
 app.add_typer(users, name="users")
@@ -59,13 +63,62 @@ def read_password(stdin: bool, env: str | None) -> str:
     return first
 
 
+LIMIT_HELP = ("approvers: the largest amount they may release, in the workflow's currency "
+              "in major units (15,000 or 15000.50: fifteen thousand of the currency, not of "
+              "its minor unit); default: no limit")
+WORKFLOW_HELP = ("the workflow whose currency --limit is in (default: the one currency "
+                 "the registered workflows name)")
+
+
+def _currency_of(workflow: str | None) -> Presentation:
+    """The presentation whose currency a release limit is typed in: ``--workflow``'s, else
+    the one currency the registered workflows name (whole numbers if none names one)."""
+    from fsm.presentation import PLAIN
+    from fsm.registry import load_workflow, registered
+
+    if workflow is not None:
+        return load_workflow(workflow).presentation
+    found = {}
+    for name in sorted(registered()):
+        try:
+            shown = load_workflow(name).presentation
+        except FSMError:
+            continue
+        if shown.currency is not None:
+            found[name] = shown
+    if len({p.currency for p in found.values()}) > 1:
+        names = ", ".join(f"{n} ({p.unit.unit})" for n, p in found.items())
+        raise UsageError(f"--limit is an amount in a workflow's currency, and several are "
+                         f"registered: give --workflow (one of {names})")
+    return next(iter(found.values()), PLAIN)
+
+
+def parse_limit(text: str | None, workflow: str | None, what: str = "--limit") -> int | None:
+    """A release limit as minor units: an amount in the workflow's currency, or ``none``."""
+    if text is None or text.strip().lower() == "none":
+        return None
+    try:
+        return _currency_of(workflow).parse_money(text, what)
+    except AmountError as exc:
+        raise UsageError(f"{exc}; nothing was changed") from None
+
+
+def limit_text(limit: int | None, workflow: str | None) -> str:
+    """A release limit as people read it (``no limit`` for none)."""
+    if limit is None:
+        return "no limit"
+    try:
+        return _currency_of(workflow).show_money(limit)
+    except UsageError:
+        return f"{limit} (minor units)"
+
+
 @users.command("add")
 def users_add(
     name: str = typer.Argument(..., help="the account name (the reviewer recorded)"),
     role: str = typer.Option(..., "--role", help="approver or auditor"),
-    limit: int | None = typer.Option(
-        None, "--limit", min=0, max=MAX_INT, help="approvers: the largest amount they may "
-        "release, in the workflow's minor units (paise); default: no limit"),
+    limit: str | None = typer.Option(None, "--limit", help=LIMIT_HELP),
+    workflow: str | None = typer.Option(None, "--workflow", help=WORKFLOW_HELP),
     password_stdin: bool = typer.Option(False, "--password-stdin", help=PASSWORD_STDIN_HELP),
     password_env: str | None = typer.Option(None, "--password-env", help=PASSWORD_ENV_HELP),
     db: str | None = typer.Option(None, "--db", help=DB_URL_HELP),
@@ -77,12 +130,31 @@ def users_add(
     _web()
     from fsm.web.accounts import add_account
 
+    minor = parse_limit(limit, workflow)
     password = read_password(password_stdin, password_env)
     with store_for(db) as store:
-        a = add_account(store, name, role, password, limit)
-    shown = "no limit" if a.limit is None else f"limit {a.limit}"
+        a = add_account(store, name, role, password, minor)
+    shown = "no limit" if a.limit is None else f"limit {limit_text(a.limit, workflow)}"
     console.print(f"added {a.name} ({a.role}{', ' + shown if a.role == 'approver' else ''})",
                   markup=False)
+
+
+@users.command("limit")
+def users_limit(
+    name: str = typer.Argument(..., help="the approver"),
+    limit: str = typer.Argument(..., help="the new release limit, in the workflow's "
+                                "currency in major units (e.g. 15,000), or none"),
+    workflow: str | None = typer.Option(None, "--workflow", help=WORKFLOW_HELP),
+    db: str | None = typer.Option(None, "--db", help=DB_URL_HELP),
+) -> None:
+    """Set an approver's release limit (its sessions end, as on any change)."""
+    _web()
+    from fsm.web.accounts import set_limit
+
+    minor = parse_limit(limit, workflow, "the limit")
+    with store_for(db) as store:
+        set_limit(store, name, minor)
+    console.print(f"release limit of {name}: {limit_text(minor, workflow)}", markup=False)
 
 
 @users.command("passwd")
@@ -118,10 +190,14 @@ def users_disable(
 
 
 @users.command("list")
-def users_list(db: str | None = typer.Option(None, "--db", help=DB_URL_HELP)) -> None:
+def users_list(
+    workflow: str | None = typer.Option(None, "--workflow", help="show limits in this "
+                                        "workflow's currency"),
+    db: str | None = typer.Option(None, "--db", help=DB_URL_HELP),
+) -> None:
     """List the accounts (never their password hashes)."""
     with store_for(db) as store:
-        rows = [[a.name, a.role, "" if a.limit is None else a.limit,
+        rows = [[a.name, a.role, "" if a.role != "approver" else limit_text(a.limit, workflow),
                  "disabled" if a.disabled else "active"] for a in store.accounts()]
     print_table(None, ["name", "role", "limit", "state"], rows)
 
@@ -142,7 +218,7 @@ def serve_cmd(
     _can_listen(host, port)
     with store_for(db) as store:
         try:
-            serve(store, host=host, port=port, public_url=public_url)
+            serve(store, host=host, port=port, public_url=public_url, settings=settings())
         except SystemExit as exc:
             # uvicorn's own exit when it cannot start (it printed why): not a run's status.
             if exc.code in (0, None):

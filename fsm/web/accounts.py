@@ -10,8 +10,8 @@ from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
 from fsm.errors import AccountError, StoreError
-from fsm.store.base import Store
 from fsm.store.people import Account, Role
+from fsm.store.roles import People
 
 _HASHER = PasswordHasher()
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
@@ -40,7 +40,7 @@ def check_password(account: Account, password: str) -> bool:
 _DUMMY = _HASHER.hash("not a password of anyone")
 
 
-def authenticate(store: Store, name: str, password: str) -> Account | None:
+def authenticate(store: People, name: str, password: str) -> Account | None:
     """The enabled account with this name and password, else ``None``."""
     account = store.account(name)
     if account is None:
@@ -54,7 +54,7 @@ def authenticate(store: Store, name: str, password: str) -> Account | None:
     return account
 
 
-def add_account(store: Store, name: str, role: str, password: str,
+def add_account(store: People, name: str, role: str, password: str,
                 limit: int | None = None) -> Account:
     if not _NAME.match(name):
         raise AccountError(f"account name {name!r} is not allowed (letters, digits and . _ @ -, "
@@ -73,14 +73,14 @@ def add_account(store: Store, name: str, role: str, password: str,
     return account
 
 
-def _existing(store: Store, name: str) -> Account:
+def _existing(store: People, name: str) -> Account:
     account = store.account(name)
     if account is None:
         raise AccountError(f"no account {name!r}; create it with fsm users add")
     return account
 
 
-def _changed(store: Store, name: str, **changes: Any) -> Account:
+def _changed(store: People, name: str, **changes: Any) -> Account:
     """Save ``changes`` to the account, unless its row changed since it was read (then
     nothing is changed, and the error says so). A new ``updated_at`` ends its sessions."""
     was = _existing(store, name)
@@ -93,11 +93,11 @@ def _changed(store: Store, name: str, **changes: Any) -> Account:
     return account
 
 
-def set_password(store: Store, name: str, password: str) -> Account:
+def set_password(store: People, name: str, password: str) -> Account:
     return _changed(store, name, password_hash=hash_password(password))
 
 
-def sign_out(store: Store, name: str) -> None:
+def sign_out(store: People, name: str) -> None:
     """End every session of the account: they carry a stamp of the account row, which
     this changes (its ``updated_at``). A change made at the same moment ends them too."""
     try:
@@ -106,5 +106,15 @@ def sign_out(store: Store, name: str) -> None:
         pass  # gone, or changed meanwhile: either way no session of it is valid now
 
 
-def set_disabled(store: Store, name: str, disabled: bool = True) -> Account:
+def set_limit(store: People, name: str, limit: int | None) -> Account:
+    """Set an approver's release limit (minor units; ``None``: no limit)."""
+    account = _existing(store, name)
+    if account.role != "approver":
+        raise AccountError(f"{name} is an {account.role}: only approvers have a release limit")
+    if limit is not None and limit < 0:
+        raise AccountError(f"a release limit is not negative, not {limit}")
+    return _changed(store, name, limit=limit)
+
+
+def set_disabled(store: People, name: str, disabled: bool = True) -> Account:
     return _changed(store, name, disabled=disabled)

@@ -29,11 +29,13 @@ from fsm.errors import InboxRefused, RunNotFound
 from fsm.records import STATUSES
 from fsm.store.base import Store
 from fsm.store.people import Account, Refusal
-from fsm.web import pages
+from fsm.web import desk_routes, pages
 from fsm.web.accounts import authenticate, sign_out
 from fsm.web.auth import HEADERS, LOGIN_COOKIE, SESSION_COOKIE, Session, Sessions, Throttle, same
-from fsm.web.decisions import Workflows, decide, iso
+from fsm.web.chat import ChatRoutes
+from fsm.web.decisions import Workflows, decide, iso, understood
 from fsm.web.forms import NOTE_MAX, check_address, clip, read_form
+from fsm.web.story import ticks
 
 HERE = Path(__file__).parent
 
@@ -101,6 +103,7 @@ def _env() -> Environment:
     env.filters["u"] = url_part
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, sort_keys=True)
     env.filters["cost"] = lambda micros: f"{micros / 1e6:.6f}".rstrip("0").rstrip(".")
+    env.filters["ticks"] = ticks
     return env
 
 
@@ -119,6 +122,9 @@ class Routes:
     """The handlers: each parses, checks the session (and on POST the CSRF token), calls
     the library, renders."""
 
+    #: Builds a page's query string from its filters (templates use it for links).
+    query = staticmethod(_query)
+
     def __init__(self, inbox: Inbox) -> None:
         self.inbox = inbox
         self.env = _env()
@@ -128,6 +134,7 @@ class Routes:
         ctx.setdefault("me", getattr(request.state, "account", None))
         ctx.setdefault("csrf", getattr(request.state, "csrf", ""))
         ctx.setdefault("note_max", NOTE_MAX)
+        ctx.setdefault("counts", getattr(request.state, "counts", None))
         return HTMLResponse(self.env.get_template(name).render(request=request, **ctx),
                             status_code=status)
 
@@ -151,8 +158,14 @@ class Routes:
             if who is None:
                 target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
                 return RedirectResponse(f"/login?next={quote(target)}", status_code=303)
+            request.state.counts = await run_in_threadpool(self.counts)
             return await handler(request, who[0])
         return wrapped
+
+    def counts(self) -> dict[str, int]:
+        """What waits in each queue, for the header of every page."""
+        store = self.inbox.store
+        return {"inbox": store.count_waiting(), "handovers": store.count_handovers()}
 
     # -- signing in and out ---------------------------------------------------------------
 
@@ -217,13 +230,14 @@ class Routes:
     async def inbox_page(self, request: Request, me: Account) -> Response:
         workflow = request.query_params.get("workflow") or None
         number = pages.page_number(request.query_params.get("page"))
+        skipped: list[str] = []
         rows, pager = await run_in_threadpool(pages.inbox, self.inbox.store,
                                               self.inbox.workflows, self.inbox.clock(),
-                                              workflow, number)
+                                              workflow, number, skipped)
         names = await run_in_threadpool(self.inbox.store.workflow_names)
         return self.render(request, "inbox.html", rows=rows, pager=pager,
                            workflow=workflow or "", workflows=names, notes=self.inbox.notes,
-                           query=_query)
+                           query=_query, skipped=skipped)
 
     async def approval_get(self, request: Request, me: Account) -> Response:
         aid = request.path_params["approval_id"]
@@ -254,7 +268,7 @@ class Routes:
         check_address(request)
         aid = request.path_params["approval_id"]
         form = await read_form(request, "action", "note", "csrf", "args_hash", "run_version",
-                               "amount")
+                               "amount", "confirm")
         action = form["action"]
         who = await run_in_threadpool(self.signed_in, request)
         approval = await run_in_threadpool(self.inbox.store.approval, aid)
@@ -270,6 +284,13 @@ class Routes:
                 "(a form from another site, or an old tab): reload the page; nothing was "
                 "decided", 403, me.name)
         try:
+            if action == "approve" and form["amount"].strip():
+                seen = await run_in_threadpool(understood, self.inbox.store,
+                                               self.inbox.workflows, me, aid, form["amount"],
+                                               form["note"])
+                if seen is not None and form["confirm"] != str(seen.minor):
+                    # The amount as read is shown before anything is recorded.
+                    return self.render(request, "confirm.html", aid=aid, form=form, seen=seen)
             await run_in_threadpool(
                 decide, self.inbox.store, self.inbox.workflows, me, aid, action,
                 form["note"], form["args_hash"], form["run_version"], clock=self.inbox.clock,
@@ -315,6 +336,19 @@ class Routes:
         return self.render(request, "message.html", exc.status, title="Bad request",
                            message=str(exc))
 
+    async def server_error(self, request: Request, exc: Exception) -> Response:
+        """An error nothing above foresaw: a page that says so (the server's log has the
+        error). Such a response is made outside the other middleware, so it carries the
+        security headers itself."""
+        body = ("<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+                "<title>Server error</title><link rel='stylesheet' href='/static/style.css'>"
+                "</head><body><main><h1>Server error</h1><p class='error' role='alert'>The "
+                "server could not answer this request. Reload the page to see what it "
+                "holds now; the server's log says what went wrong.</p><p><a href='/inbox'>"
+                "Back to the inbox</a></p></main></body></html>")
+        # The server ends the connection after an error: the client is told not to reuse it.
+        return HTMLResponse(body, status_code=500, headers={**HEADERS, "Connection": "close"})
+
     async def gone(self, request: Request, exc: Exception) -> Response:
         """The client went away before its request was read: nothing was done, and there
         is nobody to answer."""
@@ -324,6 +358,7 @@ class Routes:
 def create_app(inbox: Inbox) -> Starlette:
     """The inbox as an ASGI app."""
     r = Routes(inbox)
+    chat = ChatRoutes(inbox.store, inbox.workflows, inbox.clock)
     routes = [
         Route("/", r.page(r.home)), Route("/healthz", r.healthz),
         Route("/login", r.login_get, methods=["GET"]),
@@ -334,10 +369,14 @@ def create_app(inbox: Inbox) -> Starlette:
         Route("/approvals/{approval_id}/decide", r.approval_post, methods=["POST"]),
         Route("/runs", r.page(r.runs_page)),
         Route("/runs/{run_id:path}", r.page(r.run_get)),
+        Route("/chat/{run_id}", chat.read, methods=["GET"]),
+        Route("/chat/{run_id}/replies", chat.reply, methods=["POST"]),
+        *desk_routes.routes(r),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={InboxRefused: r.bad_input,
-                                                       ClientDisconnect: r.gone})
+                                                       ClientDisconnect: r.gone,
+                                                       Exception: r.server_error})
     app.add_middleware(SecurityHeaders)
     return app
 

@@ -13,7 +13,7 @@ import hmac
 import secrets
 import threading
 import time
-from collections import deque
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,20 +99,55 @@ def same(a: str | None, b: str | None) -> bool:
 class Throttle:
     """At most ``attempts`` failed sign-ins per name, and ``per_address`` per client
     address, in any ``window`` seconds. An attempt counts as failed from the moment it
-    arrives until its password proves right."""
+    arrives until its password proves right.
+
+    Its memory is bounded: a name or address is forgotten once its last failure is
+    ``window`` seconds old, and at most ``capacity`` of them are remembered at once (past
+    that, the one whose last failure is oldest is forgotten first). Attempts with ever new
+    names therefore cost a bounded table, not memory without end; each address still
+    counts its own attempts, so filling the table takes many addresses.
+    """
 
     attempts: int = 5
     per_address: int = 20
     window: float = 300.0
     clock: Any = time.time
-    _failures: dict[str, deque[float]] = field(default_factory=dict)
+    capacity: int = 10_000
+    #: key → times of its recent failures, the key whose last failure is oldest first.
+    _failures: OrderedDict[str, list[float]] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def _recent(self, key: str, now: float) -> deque[float]:
-        q = self._failures.setdefault(key, deque())
-        while q and q[0] <= now - self.window:
-            q.popleft()
-        return q
+    def __len__(self) -> int:
+        """How many names and addresses it remembers now."""
+        with self._lock:
+            return len(self._failures)
+
+    def _recent(self, key: str, now: float) -> list[float]:
+        """``key``'s failures within the window (a key with none is forgotten)."""
+        times = self._failures.get(key)
+        if times is None:
+            return []
+        fresh = [t for t in times if t > now - self.window]
+        if fresh:
+            self._failures[key] = fresh
+        else:
+            del self._failures[key]
+        return fresh
+
+    def _count(self, key: str, now: float) -> None:
+        self._failures.setdefault(key, []).append(now)
+        self._failures.move_to_end(key)
+
+    def _forget_old(self, now: float) -> None:
+        """Forget keys whose last failure left the window, oldest first; then the oldest
+        ones past ``capacity``."""
+        while self._failures:
+            key, times = next(iter(self._failures.items()))
+            if times and times[-1] > now - self.window:
+                break
+            del self._failures[key]
+        while len(self._failures) > self.capacity:
+            self._failures.popitem(last=False)
 
     def attempt(self, name: str, remote: str) -> float:
         """Count a sign-in attempt before its password is checked, and return 0; or, when
@@ -127,7 +162,8 @@ class Throttle:
             if waits:
                 return max(waits)
             for key, _ in limits:
-                self._recent(key, now).append(now)
+                self._count(key, now)
+            self._forget_old(now)
         return 0.0
 
     def succeeded(self, name: str, remote: str) -> None:
@@ -137,3 +173,5 @@ class Throttle:
             address = self._failures.get(f"a:{remote}")
             if address:
                 address.pop()
+                if not address:
+                    del self._failures[f"a:{remote}"]

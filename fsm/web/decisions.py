@@ -9,12 +9,14 @@ run — is :meth:`fsm.runtime.engine.Engine.decide`, exactly as ``fsm approve`` 
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fsm.errors import (
+    AmountError,
     ApprovalAlreadyDecided,
     ApprovalExpired,
     ApprovalRefused,
@@ -26,11 +28,13 @@ from fsm.errors import (
     NothingPending,
     RunLocked,
 )
+from fsm.names import is_blank
 from fsm.presentation import PLAIN
 from fsm.records import (
     Approval,
     RunState,
-    start_detail,
+    canonical,
+    policy_record,
     started_as,
 )
 from fsm.records import utc as iso
@@ -38,10 +42,14 @@ from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
 from fsm.runtime.review import row_problem, waiting_on
+from fsm.settings import Settings
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Account
 from fsm.web.forms import clip
+
+log = logging.getLogger("fsm.web")
+
 
 # -- the workflow of a run, and what its pause asks ---------------------------------------
 
@@ -51,20 +59,89 @@ def workflow_ref(store: Store, run: RunState) -> str:
 
 
 class Workflows:
-    """Workflow specs by name, loaded once (the first run of a workflow says how)."""
+    """Workflow specs by name, loaded once (the first run of a workflow says how), and
+    whether the policy each run recorded can be built here.
 
-    def __init__(self) -> None:
+    A workflow this server cannot load is logged once, with the reason, on the ``fsm.web``
+    logger; :meth:`problem` gives the reason to the pages."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        #: What builds a model's policy here (its key, prices, tool choice).
+        self.settings = settings
         self._specs: dict[str, WorkflowSpec | None] = {}
+        self._spec_problems: dict[str, str] = {}
+        #: (workflow reference, the run's policy record) → why it cannot be built
+        #: (``None``: it can).
+        self._policy_problems: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     def spec(self, store: Store, run: RunState) -> WorkflowSpec | None:
         with self._lock:
             if run.workflow not in self._specs:
+                ref = workflow_ref(store, run)
                 try:
-                    self._specs[run.workflow] = load_workflow(workflow_ref(store, run))
-                except FSMError:
+                    self._specs[run.workflow] = load_workflow(ref)
+                except Exception as exc:  # noqa: BLE001 - the workflow's own code failed
                     self._specs[run.workflow] = None
+                    self._spec_problems[run.workflow] = _one_line(exc)
+                    log.warning("workflow %s (run %s started it as %s) cannot be loaded by "
+                                "this server: %s", run.workflow, run.run_id, ref,
+                                _one_line(exc))
             return self._specs[run.workflow]
+
+    def unloadable(self, run: RunState) -> str:
+        """That ``run``'s workflow cannot be loaded by this server, and why (once
+        :meth:`spec` gave ``None`` for it)."""
+        why = self._spec_problems.get(run.workflow, "it cannot be loaded")
+        return f"workflow {run.workflow!r} cannot be loaded by this server ({why})"
+
+    def problem(self, store: Store, run: RunState) -> str | None:
+        """Why a decision on ``run`` cannot be carried out by this server (its workflow, or
+        the policy it recorded, cannot be loaded here), or ``None``."""
+        spec = self.spec(store, run)
+        if spec is None:
+            return f"{self.unloadable(run)}, so it cannot carry out a decision on this run"
+        events = store.events(run.run_id)
+        record = policy_record(events)
+        key = canonical([started_as(events, run.workflow), record.get("policy"),
+                         record.get("base_url"), record.get("timeout"),
+                         record.get("settings")])
+        with self._lock:
+            if key not in self._policy_problems:
+                self._policy_problems[key] = self._policy_problem(spec, events, run)
+            unbuilt = self._policy_problems[key]
+        if unbuilt is None:
+            return None
+        return (f"this server cannot build the policy run {run.run_id!r} recorded ({unbuilt}), "
+                "which drives the run on after a decision: decide it where the policy can be "
+                "imported (fsm approve / fsm deny), or fix the server's Python path and "
+                "restart it")
+
+
+    def policy(self, spec: WorkflowSpec, run: RunState, events: list[Any]) -> Any:
+        """The policy ``run`` recorded, built here to drive it on."""
+        from fsm.adapters.recorded import recorded_policy  # imports the model adapter
+
+        return recorded_policy(started_as(events, run.workflow), spec, policy_record(events),
+                               events=events, config=self.settings)
+
+    def _policy_problem(self, spec: WorkflowSpec, events: list[Any],
+                        run: RunState) -> str | None:
+        try:
+            self.policy(spec, run, events)
+        except Exception as exc:  # noqa: BLE001 - user code: any failure is the reason
+            return _one_line(exc)
+        return None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if isinstance(exc, FSMError) else f"{type(exc).__name__}: {text}"
+
+
+def own_version(spec: WorkflowSpec, run: RunState) -> WorkflowSpec:
+    """The version of ``spec`` the run lives on, when the code keeps it; else ``spec``."""
+    return spec.version_for(run.definition_hash) or spec
 
 
 @dataclass(frozen=True)
@@ -81,7 +158,7 @@ def money(spec: WorkflowSpec | None, amount: int | None) -> str:
     if amount is None:
         return ""
     shown = spec.presentation if spec is not None else PLAIN
-    return str(shown.money(amount))
+    return shown.show_money(amount)
 
 
 def describe(spec: WorkflowSpec | None, run: RunState, approval: Approval) -> Ask:
@@ -124,27 +201,35 @@ def _check_page(approval: Approval, run: RunState, seen_hash: str, seen_version:
         raise InboxRefused("mismatch", problem)
 
 
-def decide(store: Store, workflows: Workflows, account: Account, approval_id: str,
-           action: str, note: str, seen_hash: str, seen_version: str, *,
-           clock: Callable[[], float],
-           amount: str = "") -> RunState:
-    """Check the account's rights on this request, then ``Engine.decide`` it."""
+def _may_decide(account: Account, action: str, note: str) -> None:
     if account.role != "approver":
         raise InboxRefused("role", f"{account.name} is an {account.role}: auditors read, they "
                       "do not decide", 403)
     if action not in ("approve", "deny"):
         raise InboxRefused("action", f"unknown action {clip(repr(action))} (allowed: approve, "
                            "deny)", 400)
-    if not note.strip():
-        raise InboxRefused("note", "a decision needs a note saying why", 400)
+    if is_blank(note):
+        raise InboxRefused("note", "a decision needs a note saying why (spaces and invisible "
+                           "characters alone are no note)", 400)
+
+
+def decide(store: Store, workflows: Workflows, account: Account, approval_id: str,
+           action: str, note: str, seen_hash: str, seen_version: str, *,
+           clock: Callable[[], float],
+           amount: str = "") -> RunState:
+    """Check the account's rights on this request, then ``Engine.decide`` it."""
+    _may_decide(account, action, note)
     approval = store.approval(approval_id)
     if approval is None:
         raise InboxRefused("missing", f"no approval {clip(repr(approval_id))}", 404)
     run = store.load_run(approval.run_id)
     _check_page(approval, run, seen_hash, seen_version)
-    spec = workflows.spec(store, run)
-    if spec is None:
-        raise InboxRefused("definition", f"workflow {run.workflow!r} cannot be loaded here")
+    family = workflows.spec(store, run)
+    problem = workflows.problem(store, run)
+    if family is None or problem is not None:
+        raise InboxRefused("unloadable", f"{problem or 'the workflow cannot be loaded here'}; "
+                           "nothing was decided", 409)
+    spec = own_version(family, run)  # what a reviewer may change is the run's version's
     ask = describe(spec, run, approval)
     amend = _lowered(spec, approval, ask, action, amount)
     if amend is not None:
@@ -155,11 +240,8 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
         raise InboxRefused("limit", f"{ask.amount_text} is above your release limit of "
                       f"{money(spec, account.limit)}; ask an approver with a higher limit",
                       403)
-    from fsm.adapters.recorded import recorded_policy  # imports the model adapter
-
-    events = store.events(run.run_id)
-    policy = recorded_policy(started_as(events, run.workflow), spec, start_detail(events))
-    engine = Engine(spec, store, policy, clock=clock, compactor=Compactor())
+    policy = workflows.policy(spec, run, store.events(run.run_id))
+    engine = Engine(family, store, policy, clock=clock, compactor=Compactor())
     try:
         return engine.decide(run.run_id, action == "approve", account.name, note.strip(),
                              amend=amend)
@@ -173,8 +255,9 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
 
 def _lowered(spec: WorkflowSpec, approval: Approval, ask: Ask, action: str,
              amount: str) -> dict[str, Any] | None:
-    """The change a reviewer asked for in the form's amount field, or ``None``: a whole
-    number from 1 to the amount asked (checked before any release limit)."""
+    """The change a reviewer asked for in the form's amount field, or ``None``: one amount
+    in the workflow's currency, typed in major units (``"1,200"`` is ₹1,200), above zero
+    and at most the amount asked (checked before any release limit)."""
     if not amount.strip():
         return None
     field_name = spec.presentation.amount_field
@@ -183,18 +266,57 @@ def _lowered(spec: WorkflowSpec, approval: Approval, ask: Ask, action: str,
     if action != "approve":
         raise InboxRefused("amount", "only an approval can change the amount; deny without "
                            "one", 400)
-    text = amount.strip()
     asked = approval.args.get(field_name)
     if not isinstance(asked, int) or isinstance(asked, bool):
         raise InboxRefused("amount", "this request has no amount to lower; approve or deny "
                            "it as it is", 400)
-    allowed = (f"a whole number of minor units from 1 to {asked} (the amount asked, "
-               f"{ask.amount_text or money(spec, asked)})")
-    if not (text.isascii() and text.isdigit()) or len(text) > 30:
-        raise InboxRefused("amount", f"the amount must be {allowed}, not {clip(repr(text))}; "
-                           "nothing was decided", 400)
-    value = int(text)
+    shown = spec.presentation
+    try:
+        value = shown.parse_money(amount, "the form field 'amount'")
+    except AmountError as exc:
+        raise InboxRefused("amount", f"{exc}; nothing was decided", 400) from None
     if not 1 <= value <= asked:
-        raise InboxRefused("amount", f"the amount may only be lowered: {allowed}, not "
-                           f"{value}; nothing was decided", 400)
+        raise InboxRefused("amount", f"the form field 'amount' may only lower the amount: "
+                           f"above {shown.show_money(0)} and at most {money(spec, asked)} (the "
+                           f"amount asked), not {money(spec, value)}; nothing was decided", 400)
     return {field_name: value}
+
+
+@dataclass(frozen=True)
+class Understood:
+    """A lower amount as the inbox read it, shown to the reviewer before it is recorded."""
+
+    #: What the reviewer typed.
+    typed: str
+    #: The amount in minor units, and as people read it.
+    minor: int
+    text: str
+    #: The amount asked, as people read it.
+    asked_text: str
+    #: The name of the minor unit (``paise``).
+    unit: str
+
+
+def understood(store: Store, workflows: Workflows, account: Account, approval_id: str,
+               amount: str, note: str) -> Understood | None:
+    """The lower amount a reviewer typed, as it would be approved (checked as a decision
+    checks it), or ``None`` when none was typed; nothing is decided."""
+    if not amount.strip():
+        return None
+    _may_decide(account, "approve", note)
+    approval = store.approval(approval_id)
+    if approval is None:
+        raise InboxRefused("missing", f"no approval {clip(repr(approval_id))}", 404)
+    run = store.load_run(approval.run_id)
+    spec = workflows.spec(store, run)
+    if spec is None:
+        raise InboxRefused("definition", f"workflow {run.workflow!r} cannot be loaded here")
+    ask = describe(spec, run, approval)
+    change = _lowered(spec, approval, ask, "approve", amount)
+    assert change is not None
+    value = next(iter(change.values()))
+    if account.limit is not None and value > account.limit:
+        raise InboxRefused("limit", f"{money(spec, value)} is above your release limit of "
+                           f"{money(spec, account.limit)}; nothing was decided", 403)
+    return Understood(typed=amount.strip(), minor=value, text=money(spec, value),
+                      asked_text=ask.amount_text, unit=spec.presentation.unit.minor)

@@ -12,7 +12,7 @@ from starlette.requests import Request
 
 from fsm.errors import InboxRefused
 
-#: The longest note a decision may carry (characters); the README says so too.
+#: The longest note a decision may carry (characters); docs/how-to/inbox.md says so too.
 NOTE_MAX = 4000
 #: The longest value of any other field, id or filter (characters).
 TEXT_MAX = 512

@@ -11,11 +11,13 @@ from typing import Any
 
 from fsm.auditor.audit import audit
 from fsm.auditor.diagram import extract, overlay
-from fsm.auditor.render import GraphvizMissing, render, to_dot
-from fsm.errors import FSMError
+from fsm.auditor.render import DOT_TIMEOUT, GraphvizMissing, render, to_dot
+from fsm.errors import FSMError, RowDamaged
+from fsm.presentation import PLAIN
 from fsm.records import (
     Approval,
     Event,
+    Handover,
     RunState,
     canonical,
     fingerprint,
@@ -25,7 +27,11 @@ from fsm.runtime.review import row_problem, row_subject, waiting_on
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Notification
-from fsm.web.decisions import Ask, Workflows, describe, iso, money
+from fsm.transcript import Message, read_all
+from fsm.web.chat import Said, asked, conversation
+from fsm.web.decisions import Ask, Workflows, describe, iso, money, own_version
+from fsm.web.duplicates import Other, others, subject_of
+from fsm.web.story import Line, story
 
 PAGE_SIZE = 25
 #: The highest page number asked for that is read as a number (a higher one is the last).
@@ -88,6 +94,10 @@ class InboxRow:
     delivery: str
     #: Why the approval row differs from the request the run waits on, or ``None``.
     problem: str | None = None
+    #: Other open, approved or done requests about the same subject.
+    others: list[Other] = field(default_factory=list)
+    #: The version of its workflow the run lives on.
+    version: str = ""
 
 
 def _delivery(notes: list[Notification]) -> str:
@@ -101,20 +111,36 @@ def _delivery(notes: list[Notification]) -> str:
 
 
 def inbox(store: Store, workflows: Workflows, now: float, workflow: str | None,
-          page: int) -> tuple[list[InboxRow], Pager]:
+          page: int, skipped: list[str] | None = None) -> tuple[list[InboxRow], Pager]:
+    """A page of the approvals runs wait on. A row that cannot be read, or a pending
+    approval its run does not wait on, is left out and said in ``skipped``."""
     pager = Pager(page, store.count_waiting(workflow))
-    found = store.waiting(workflow, limit=pager.size, offset=pager.offset)
+    damaged: list[RowDamaged] = []
+    found = []
+    for a, run in store.waiting(workflow, limit=pager.size, offset=pager.offset,
+                                damaged=damaged):
+        if waiting_on(run, a) is None:
+            if skipped is not None:
+                skipped.append(f"approval {a.approval_id} is pending, but run {run.run_id} "
+                               "does not wait on it (the row was written outside a step)")
+        else:
+            found.append((a, run))
+    if skipped is not None:
+        skipped += [str(d) for d in damaged]
     notes: dict[str, list[Notification]] = {}
     for n in store.notifications(approval_ids=[a.approval_id for a, _ in found]):
         notes.setdefault(n.approval_id, []).append(n)
+    labels = store.version_labels(run.definition_hash for _, run in found)
     rows = []
     for a, run in found:
         shown, problem = verified(a, run)
+        spec = workflows.spec(store, run)
         rows.append(InboxRow(
-            approval=a, run=run, ask=describe(workflows.spec(store, run), run, shown),
+            approval=a, run=run, ask=describe(spec, run, shown),
             requested=iso(a.requested_at), expires=iso(a.expires_at),
             left=time_left(a.expires_at - now), delivery=_delivery(notes.get(a.approval_id, [])),
-            problem=problem,
+            problem=problem, version=labels[run.definition_hash],
+            others=others(store, spec, run, shown),
         ))
     return rows, pager
 
@@ -156,22 +182,29 @@ def decided_problem(approval: Approval, events: list[Event]) -> tuple[dict[str, 
 # -- the diagram, cached by the DOT text it comes from -----------------------------------------
 
 #: Stands for the run id while a diagram is laid out, so runs that took the same path
-#: share one layout (Graphviz takes tens of milliseconds per layout).
-_RUN = "RUN-ID-9f3c"
+#: share one layout (Graphviz takes tens of milliseconds per layout). Letters and digits
+#: only: Graphviz writes other characters of a label as entities (``-`` as ``&#45;``), and
+#: the placeholder must appear in the SVG exactly as it is written here.
+_RUN = "RUNID9f3cPLACEHOLDER"
 
 
 class Diagrams:
     """Inline SVG of a run on its workflow; the same DOT text is laid out only once."""
 
-    def __init__(self, size: int = 512) -> None:
+    def __init__(self, size: int = 512, dot_timeout: float = DOT_TIMEOUT) -> None:
+        self.dot_timeout = dot_timeout
         self._cache: OrderedDict[str, str] = OrderedDict()
         self._size = size
         self._lock = threading.Lock()
 
-    def svg(self, spec: WorkflowSpec | None, run_id: str, events: list[Event]) -> str:
+    def svg(self, spec: WorkflowSpec | None, run_id: str, events: list[Event],
+            definition_hash: str = "") -> str:
+        """The run drawn on the version of ``spec`` it lives on (``definition_hash``), when
+        ``spec`` keeps it, else on ``spec``."""
         if spec is None:
             return ""
         try:
+            spec = spec.version_for(definition_hash) or spec
             diagram = extract(spec, overlay(_RUN, events))
         except FSMError as exc:
             return f"<p class='warn'>the run cannot be drawn on this definition: {exc}</p>"
@@ -182,7 +215,7 @@ class Diagrams:
                 self._cache.move_to_end(key)
                 return self._cache[key].replace(_RUN, html.escape(run_id))
         try:
-            raw = render(diagram, "svg").decode()
+            raw = render(diagram, "svg", dot_timeout=self.dot_timeout).decode()
         except GraphvizMissing as exc:
             return f"<p class='warn'>{exc}</p>"
         svg = raw[raw.index("<svg"):]
@@ -209,7 +242,8 @@ class ApprovalPage:
     requested: str
     expires: str
     left: str
-    transcript: list[dict[str, Any]]
+    #: What the model saw and did: the run's transcript, typed.
+    transcript: list[Message]
     events: list[Event]
     svg: str
     limit_text: str = ""
@@ -217,15 +251,30 @@ class ApprovalPage:
     notifications: list[Notification] = field(default_factory=list)
     #: The argument a reviewer may lower here (the workflow's amount), or ``None``.
     lower_field: str | None = None
-    #: The server can load the run's workflow (a decision needs it).
-    loadable: bool = True
+    #: Why this server cannot carry out a decision on the run (its workflow or its
+    #: recorded policy cannot be loaded here), or ``None``.
+    unloadable: str | None = None
     #: What was approved, when the reviewer approved less than was asked.
     granted: Ask | None = None
+    #: How a lower amount is typed (the workflow's currency, in major units).
+    amount_form: str = ""
+    #: The event log as sentences.
+    story: list[Line] = field(default_factory=list)
+    #: Other open, approved or done requests about the same subject, and the subject.
+    others: list[Other] = field(default_factory=list)
+    subject_name: str | None = None
+    #: The version of its workflow the run lives on.
+    version: str = ""
 
     @property
     def bound(self) -> bool:
         """The request shown is the one the approval is bound to."""
         return self.problem is None
+
+    @property
+    def loadable(self) -> bool:
+        """The server can load the run's workflow and policy (a decision needs both)."""
+        return self.unloadable is None
 
     @property
     def decidable(self) -> bool:
@@ -259,13 +308,18 @@ def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approv
         subject_hash=fingerprint(subject), problem=problem, open=open_,
         requested=iso(approval.requested_at), expires=iso(approval.expires_at),
         left=time_left(approval.expires_at - now),
-        transcript=store.messages(run.run_id), events=events,
-        svg=diagrams.svg(spec, run.run_id, events),
+        transcript=read_all(store.messages(run.run_id, 0, run.message_count)), events=events,
+        svg=diagrams.svg(spec, run.run_id, events, run.definition_hash),
         limit_text=money(spec, limit) if limit is not None else "",
         over_limit=limit is not None and ask.amount is not None and ask.amount > limit,
         notifications=store.notifications(approval_ids=[approval.approval_id]),
-        lower_field=_lower_field(spec, checked), loadable=spec is not None,
+        lower_field=_lower_field(spec and own_version(spec, run), checked),
+        unloadable=workflows.problem(store, run) if open_ else None,
         granted=granted(spec, run, approval),
+        amount_form=(spec.presentation if spec else PLAIN).unit.accepted(),
+        story=story(store, run.run_id, events, spec.presentation if spec else PLAIN),
+        others=others(store, spec, run, checked), subject_name=subject_of(spec, run, checked),
+        version=store.version_labels([run.definition_hash])[run.definition_hash],
     )
 
 
@@ -307,6 +361,22 @@ class RunPage:
     notifications: list[Notification]
     created: str
     updated: str
+    #: The event log as sentences.
+    story: list[Line] = field(default_factory=list)
+    #: Every time the run was handed over to a person, oldest first.
+    handovers: list[Handover] = field(default_factory=list)
+    #: The version of its workflow the run lives on.
+    version: str = ""
+    #: What the agent and the customer said (empty for a run that never talked).
+    conversation: list[Said] = field(default_factory=list)
+    #: What the run waits on its customer for (``None``: no reply is awaited).
+    asked: dict[str, Any] | None = None
+    #: Replies kept but not read yet.
+    unread: list[int] = field(default_factory=list)
+    #: The run was given a reply token (a chat front end may reply to it).
+    token: bool = False
+    #: The runs forked from this one (``fsm fork``), oldest first.
+    forks: list[str] = field(default_factory=list)
 
 
 def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str) -> RunPage:
@@ -319,10 +389,27 @@ def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str
         approvals=[(a, describe(spec, run, a), granted(spec, run, a))
                    for a in store.approvals(run_id, pending_only=False)],
         audit_ok=report.ok, audit_problems=report.problems, head=report.head,
-        svg=diagrams.svg(spec, run_id, events), refusals=store.refusals(run_id),
+        svg=diagrams.svg(spec, run_id, events, run.definition_hash),
+        refusals=store.refusals(run_id),
         notifications=store.notifications(run_id=run_id),
         created=iso(run.created_at), updated=iso(run.updated_at),
+        story=story(store, run_id, events, spec.presentation if spec else PLAIN),
+        handovers=store.run_handovers(run_id),
+        version=store.version_labels([run.definition_hash])[run.definition_hash],
+        forks=store.forks_of(run_id),
+        **_conversation(store, spec and own_version(spec, run), run, events),
     )
+
+
+def _conversation(store: Store, spec: WorkflowSpec | None, run: RunState,
+                  events: list[Event]) -> dict[str, Any]:
+    """The run page's conversation fields; none for a workflow that never talks."""
+    if spec is not None and not spec.converses:
+        return {}
+    return {"conversation": conversation(events, store.messages(run.run_id), run.answer),
+            "asked": asked(spec, run),
+            "unread": [r.seq for r in store.replies(run.run_id, unread_only=True)],
+            "token": store.reply_token(run.run_id) is not None}
 
 
 def _lower_field(spec: WorkflowSpec | None, approval: Approval) -> str | None:

@@ -2,44 +2,33 @@
 
 from __future__ import annotations
 
-import os
+import logging
 import sys
-import time
 
 import uvicorn
 
-from fsm.errors import ServeError
+from fsm.settings import Settings
 from fsm.store.base import Store
 from fsm.web.app import Inbox, create_app, new_secret
-from fsm.web.auth import SESSION_SECONDS, Sessions
+from fsm.web.auth import Sessions
+from fsm.web.decisions import Workflows
 from fsm.web.notify import Notifier
+from fsm.web.pages import Diagrams
 
 
-def clock() -> float:
-    """Wall-clock time, shifted by ``FSM_CLOCK_OFFSET`` seconds, as the CLI reads it."""
-    raw = os.environ.get("FSM_CLOCK_OFFSET") or "0"
-    try:
-        return time.time() + float(raw)
-    except ValueError:
-        raise ServeError(f"FSM_CLOCK_OFFSET must be a number of seconds, not {raw!r}") from None
-
-
-def build(store: Store, *, host: str, port: int, public_url: str | None = None) -> tuple[
-        Inbox, Notifier]:
-    clock()  # a bad offset fails now, not on the first request
+def build(store: Store, *, host: str, port: int, public_url: str | None = None,
+          settings: Settings | None = None) -> tuple[Inbox, Notifier]:
+    """The inbox and its notification loop, as ``settings`` configure them (the shifted
+    clock, the session key and lifetime, the webhooks, their secret and backoff)."""
+    s = settings or Settings.defaults()
     public = (public_url or f"http://{host}:{port}").rstrip("/")
-    secret = os.environ.get("FSM_WEB_SECRET") or new_secret()
-    raw = os.environ.get("FSM_SESSION_SECONDS") or str(SESSION_SECONDS)
-    try:
-        max_age = int(raw)
-    except ValueError:
-        raise ServeError(f"FSM_SESSION_SECONDS must be a whole number of seconds, not {raw!r}"
-                         ) from None
-    sessions = Sessions(secret, max_age=max_age, secure=public.startswith("https://"),
-                        clock=clock)
-    inbox = Inbox(store=store, sessions=sessions, clock=clock)
-    notifier = Notifier(store, public_url=public, workflows=inbox.workflows, clock=clock,
-                        base_delay=float(os.environ.get("FSM_NOTIFY_BACKOFF") or 2.0))
+    sessions = Sessions(s.web_secret or new_secret(), max_age=s.session_seconds,
+                        secure=public.startswith("https://"), clock=s.clock)
+    inbox = Inbox(store=store, sessions=sessions, clock=s.clock,
+                  workflows=Workflows(settings=s), diagrams=Diagrams(dot_timeout=s.dot_timeout))
+    notifier = Notifier(store, urls=list(s.notify_url), secret=s.notify_secret,
+                        public_url=public, workflows=inbox.workflows, clock=s.clock,
+                        base_delay=s.notify_backoff)
     inbox.notes.append(
         f"Notifications go to {', '.join(notifier.urls)}." if notifier.urls else
         "No webhook configured (FSM_NOTIFY_URL): notifications are kept, not sent.")
@@ -52,9 +41,22 @@ def where(store: Store) -> str:
                or type(store).__name__)
 
 
+def _log_to_stderr() -> None:
+    """What the inbox logs (a workflow it cannot load) goes to standard error, one line."""
+    logger = logging.getLogger("fsm")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+
+
 def serve(store: Store, *, host: str = "127.0.0.1", port: int = 8000,
-          public_url: str | None = None) -> None:
-    inbox, notifier = build(store, host=host, port=port, public_url=public_url)
+          public_url: str | None = None, settings: Settings | None = None) -> None:
+    """Serve the inbox until interrupted, delivering notifications beside it."""
+    inbox, notifier = build(store, host=host, port=port, public_url=public_url,
+                            settings=settings)
+    _log_to_stderr()
     thread, stop = notifier.start()
     print(f"fsm inbox on http://{host}:{port} (database {where(store)})", file=sys.stderr,
           flush=True)
