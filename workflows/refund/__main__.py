@@ -8,7 +8,9 @@ import os
 import sys
 from typing import Any
 
+from fsm.errors import SettingsError
 from fsm.records import utc
+from fsm.settings import Settings
 from workflows.refund.shop import open_shop
 from workflows.refund.workflow import rupees
 
@@ -50,8 +52,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workflows.refund",
                                      description="The refund workflow's fake shop and demo.")
     sub = parser.add_subparsers(dest="command", required=True)
+    try:
+        settings = Settings.load()
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     p_ledger = sub.add_parser("ledger", help="print the payment ledger")
-    p_ledger.add_argument("--db", default=os.environ.get("FSM_DB", "fsm.db"),
+    p_ledger.add_argument("--db", default=settings.db,
                           help="database: a file, sqlite:///path or postgresql://... "
                                "(default: $FSM_DB, else fsm.db)")
     p_ledger.add_argument("--json", action="store_true", help="print JSON")
@@ -64,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     p_fleet.add_argument("--workers", type=int, default=3, help="worker processes")
     p_approver = sub.add_parser("approver", help="approve every waiting refund until SIGTERM "
                                 "(the fleet's supervisor; the workers continue the runs)")
-    p_approver.add_argument("--db", default=os.environ.get("FSM_DB", "fsm.db"),
+    p_approver.add_argument("--db", default=settings.db,
                             help="database URL (default: $FSM_DB)")
     args = parser.parse_args(argv)
     if args.command == "ledger":

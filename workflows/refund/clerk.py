@@ -47,7 +47,11 @@ def _decision(view: View) -> dict[str, Any] | None:
 def clerk(view: View) -> Action:
     goal = next((m["content"] for m in view.messages if m.get("role") == "user"), "")
     match = ORDER_ID.search(goal)
-    order_id = match.group(0) if match else ""
+    return serve(view, match.group(0) if match else "")
+
+
+def serve(view: View, order_id: str) -> Action:
+    """The clerk's next action on the order ``order_id``."""
     order = _last_result(view, "get_order")
     policy = _last_result(view, "get_policy")
     if view.state == "collecting":

@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fsm import Engine, FSMError, View, open_store
+from fsm import Engine, FSMError, StoreError, View, open_store
 from fsm.auditor.audit import audit
 from fsm.records import FINAL_STATUSES
 from fsm.store import Store
@@ -61,6 +62,10 @@ def throwaway_postgres() -> Iterator[str]:
     finally:
         server.cleanup()
         shutil.rmtree(where, ignore_errors=True)
+
+
+#: The lease holder that keeps submitted runs from the workers until the soak lets them go.
+HOLD = "soak-hold.example:1:hold"
 
 
 @dataclass(frozen=True)
@@ -99,35 +104,86 @@ def submit_refunds(url: str, n: int, *, large_every: int = 3) -> list[Order]:
         shop.close()
 
 
-def approve_forever(url: str, every: float = 0.2) -> int:
-    """The supervisor: approve every waiting refund, leaving the run to the workers."""
-    stop = False
+def approve_forever(url: str, every: float = 0.2, *, say: Any = None) -> int:
+    """The supervisor: approve every waiting refund, leaving the run to the workers.
 
-    def _stop(*_: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, _stop)
-    store = open_store(url)
-    engine = Engine(build(), store)
+    Like a worker, it outlives its database: while the database cannot be reached (it
+    restarts, a connection is cut, it is not up yet), it says so once and tries again
+    with backoff, until SIGTERM."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    say = say or (lambda line: print(line, flush=True))
+    store: Store | None = None
+    tries = 0
     try:
-        while not stop:
-            for a in store.approvals(pending_only=True):
-                try:
-                    engine.decide(a.run_id, True, "supervisor", "checked", drive=False)
-                    print(f"approver: approved {a.run_id}", flush=True)
-                except FSMError as exc:
-                    print(f"approver: {a.run_id}: {type(exc).__name__}", flush=True)
-            time.sleep(every)
+        while not stop.is_set():
+            try:
+                if store is None:
+                    store = open_store(url)
+                _approve_waiting(Engine(build(), store), store, say)
+                if tries:
+                    say(f"approver: the database is back after {tries} failed tries")
+                tries = 0
+            except Exception as exc:  # noqa: BLE001 - the supervisor outlives its database
+                tries += 1
+                delay = _backoff(tries)
+                if tries == 1:
+                    say(f"approver: the database is unavailable ({_line(exc)}); trying again "
+                        "with backoff")
+                if store is not None:  # its connections are gone: open afresh next time
+                    _close(store)
+                    store = None
+                stop.wait(delay)
+                continue
+            stop.wait(every)
     finally:
-        store.close()
+        if store is not None:
+            store.close()
     return 0
+
+
+def _approve_waiting(engine: Engine, store: Store, say: Any) -> None:
+    """Approve each refund that waits for a person (rows that cannot be read are skipped)."""
+    for a, _ in store.waiting(limit=100, damaged=[]):
+        try:
+            engine.decide(a.run_id, True, "supervisor", "checked", drive=False)
+            say(f"approver: approved {a.run_id}")
+        except StoreError:
+            raise  # the database, not this run: the caller waits and tries again
+        except FSMError as exc:
+            say(f"approver: {a.run_id}: {type(exc).__name__}")
+
+
+def _close(store: Store) -> None:
+    try:
+        store.close()
+    except Exception:  # noqa: BLE001, S110 - closing what is already broken
+        pass
+
+
+def _backoff(tries: int) -> float:
+    """Seconds before try ``tries + 1``: 0.2 s doubling up to 5 s, less a random part."""
+    delay = min(5.0, 0.2 * 2 ** min(tries - 1, 10))
+    return delay / 2 + random.uniform(0, delay / 2)
+
+
+def _line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 @dataclass
 class Report:
     runs: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
+    #: Faults of the database made (restarts, terminations), by kind, and the sessions
+    #: the terminations ended.
+    faults: dict[str, int] = field(default_factory=dict)
+    sessions_ended: int = 0
+    #: Steps the workers found the infrastructure failed (each rolled back and retried).
+    unavailable: int = 0
+    #: Runs handed over because the infrastructure failed them too many tries in a row.
+    handed_over_unavailable: int = 0
+    approver_restarts: int = 0
     kills: int = 0
     workers_started: int = 0
     payments: int = 0
@@ -148,7 +204,15 @@ class Report:
             f"{self.gateway_calls} gateway refund calls (a repeated key is not paid again)",
             f"audits      {self.audits_clean}/{self.runs} clean",
             f"time        {self.seconds:.1f}s",
-        ] + [f"PROBLEM     {p}" for p in self.problems]
+        ] + ([
+            f"faults      {sum(self.faults.values())}: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items()))
+            + f" ({self.sessions_ended} sessions ended)",
+            f"retries     {self.unavailable} steps failed by the infrastructure and tried "
+            f"again; {self.handed_over_unavailable} runs handed over for it; "
+            f"{self.statuses.get('failed', 0)} failed; approver restarted "
+            f"{self.approver_restarts} times",
+        ] if self.faults else []) + [f"PROBLEM     {p}" for p in self.problems]
 
 
 class Soak:
@@ -167,6 +231,9 @@ class Soak:
         self.approver: subprocess.Popen[bytes] | None = None
         self.log_of: dict[int, Path] = {}
         self.report = Report()
+        self._approver_at = 0.0
+        #: Waves of held-back runs let go so far.
+        self._released = 0
 
     def _spawn(self, args: list[str], name: str) -> subprocess.Popen[bytes]:
         path = self.logs / f"{name}.log"
@@ -205,25 +272,51 @@ class Soak:
         self.start_worker()
 
     def run(self, orders: list[Order], *, kill_for: float, kill_every: tuple[float, float],
-            timeout: float = 300.0, seed: int = 7) -> Report:
+            timeout: float = 300.0, seed: int = 7, faults: Any = None,
+            waves: int = 1) -> Report:
+        """Drive ``orders`` to the end under SIGKILLs (and the database's ``faults``, a
+        :class:`workflows.refund.faults.Faults`), then check everything.
+
+        ``waves`` > 1 holds the runs back and lets them go in that many waves, the next
+        one after each fault (faults go on until every wave is gone): the faults then
+        meet runs in flight, however fast or slow the machine is.
+        """
         rng = random.Random(seed)
         started = time.monotonic()
+        waves = waves if faults is not None else 1
         try:
+            # Runs held back are held before the workers start; else the workers start
+            # first, while this process opens its store.
+            store = open_store(self.url) if waves > 1 else None
+            pending = self._hold(store, orders, waves) if store is not None else []
             for _ in range(self.n):
                 self.start_worker()
             self.start_approver()
-            store = open_store(self.url)
+            store = store or open_store(self.url)
             try:
                 next_kill = started + rng.uniform(*kill_every)
-                while not self._settled(store, orders):
+                made = -1
+                stop = threading.Event()
+                if faults is not None:  # a restart takes a while: kills go on meanwhile
+                    threading.Thread(target=self._fault_loop, daemon=True,
+                                     args=(faults, started, seed, pending, stop)).start()
+                while not self._settled(store, orders) or pending:
                     now = time.monotonic()
                     if now - started > timeout:
                         self.report.problems.append(f"not settled after {timeout:g}s")
                         break
-                    if now >= next_kill and now - started < kill_for:
+                    if now >= next_kill and (now - started < kill_for or pending):
                         self.kill_one(rng)
                         next_kill = now + rng.uniform(*kill_every)
+                    if faults is not None and faults.count > made:
+                        # The next wave meets the next fault.
+                        made = faults.count if self._release(store, pending) else made
+                    self._keep_approver()
                     time.sleep(0.05)
+                stop.set()
+                if faults is not None:
+                    self.report.faults = dict(faults.done)
+                    self.report.sessions_ended = faults.terminated
                 # Past the lease time, no run may still be held by a killed worker.
                 time.sleep(self.lease + 0.5)
                 self._check(store, orders)
@@ -235,8 +328,57 @@ class Soak:
         self._read_logs()
         return self.report
 
+    def _fault_loop(self, faults: Any, started: float, seed: int,
+                    pending: list[list[str]], stop: threading.Event) -> None:
+        """Make the faults; while runs are held back, one per wave let go (the next
+        fault waits for the wave the last one let go)."""
+        rng = random.Random(seed + 1)
+        while not stop.is_set():
+            if not pending or faults.count < self._released:
+                faults.tick(time.monotonic() - started, rng, self.say, more=bool(pending))
+            stop.wait(0.05)
+
+    def _hold(self, store: Store, orders: list[Order], waves: int) -> list[list[str]]:
+        """Keep the runs from the workers (a lease of nobody's); the waves to let go."""
+        ids = [o.run_id for o in orders]
+        if waves <= 1:
+            return []
+        for run_id in ids:
+            store.acquire(run_id, HOLD, time.time(), ttl=3600)
+        n = len(ids)
+        return [ids[n * k // waves:n * (k + 1) // waves] for k in range(min(waves, n))]
+
+    def _release(self, store: Store, pending: list[list[str]]) -> bool:
+        """Let the next wave go; False when the database failed (try again later)."""
+        if not pending:
+            return True
+        try:
+            for run_id in pending[0]:
+                store.release(run_id, HOLD)
+        except FSMError:
+            return False
+        pending.pop(0)
+        self._released += 1
+        return True
+
+    def _keep_approver(self) -> None:
+        """A supervisor that exited (its database went away) is started again, at most
+        once a second."""
+        a = self.approver
+        if a is None or a.poll() is None:
+            return
+        if time.monotonic() - self._approver_at < 1.0:
+            return
+        self._approver_at = time.monotonic()
+        self.dead.append(a)
+        self.report.approver_restarts += 1
+        self.start_approver()
+
     def _settled(self, store: Store, orders: list[Order]) -> bool:
-        runs = [store.load_run(o.run_id) for o in orders]
+        try:
+            runs = [store.load_run(o.run_id) for o in orders]
+        except FSMError:
+            return False  # the database is failing under the soak: ask again
         return all(r.status in FINAL_STATUSES for r in runs)
 
     def _check(self, store: Store, orders: list[Order]) -> None:
@@ -258,6 +400,11 @@ class Soak:
             r.runs += 1
             if run.status not in FINAL_STATUSES and run.status != "awaiting_approval":
                 r.problems.append(f"{o.run_id} is {run.status}, neither finished nor waiting")
+            if run.status == "failed":
+                r.problems.append(f"{o.run_id} failed: {run.reason}")
+            if run.status == "handed_over" and (run.reason or "").startswith(
+                    "the infrastructure failed"):
+                r.handed_over_unavailable += 1
             if by_order[o.order_id] > 1:
                 r.problems.append(f"{o.order_id} paid {by_order[o.order_id]} times")
             decided = (run.facts.get("decision") or {}).get("amount_paise")
@@ -296,3 +443,4 @@ class Soak:
         lines = text.splitlines()
         self.report.takeovers = sum(1 for x in lines if ": taken " in x and " from " in x)
         self.report.dropped = sum(1 for x in lines if ": dropped " in x)
+        self.report.unavailable = sum(1 for x in lines if ": unavailable " in x)

@@ -7,15 +7,25 @@ transaction. The gateway ignores an idempotency key it has already seen.
 The tables live in the same database as the runs: a SQLite file (:class:`Shop`) or
 a PostgreSQL database (:class:`PostgresShop`, for a fleet of workers), so "paid
 exactly once" can be checked across every worker. :func:`open_shop` picks one.
+
+A database that fails for now (a lost connection, a pool or lock timeout) is not the
+gateway's answer: the PostgreSQL shop raises :class:`fsm.Unavailable`, and the run's
+step is tried again later (SQLite's busy database is recognised as such too).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
+
+from fsm import Unavailable
+from fsm.errors import is_transient
+from fsm.faults import fault
 
 DAY = 86_400
 
@@ -185,33 +195,77 @@ CREATE TABLE IF NOT EXISTS shop_calls (
 _PG_SCHEMA_LOCK = 0x53484F50
 
 
+@contextmanager
+def _reachable(what: str) -> Iterator[None]:
+    """The database failing for now is :class:`fsm.Unavailable`, not an answer."""
+    try:
+        yield
+    except Exception as exc:
+        if is_transient(exc) and not isinstance(exc, Unavailable):
+            lines = [part.strip() for part in str(exc).splitlines() if part.strip()]
+            raise Unavailable(f"shop {what}: {type(exc).__name__}: "
+                              f"{'; '.join(lines)}") from exc
+        raise
+
+
 class PostgresShop:
-    """The shop's backend in a PostgreSQL database, on a small pool of its own."""
+    """The shop's backend in a PostgreSQL database, on a small pool of its own.
+
+    Its sessions have the timeouts of fsm's own (:class:`fsm.store.pg_session.Timeouts`,
+    from ``FSM_PG_*_TIMEOUT``): no statement or lock wait lasts for ever, and the tables
+    are created under a lock only when they are missing.
+    """
 
     def __init__(self, url: str, clock: Callable[[], float] = time.time) -> None:
         import psycopg  # an optional extra: only a PostgreSQL shop needs it
         from psycopg.rows import dict_row
         from psycopg_pool import ConnectionPool
 
+        from fsm.settings import Settings
+        from fsm.store.pg_session import Timeouts, session_kwargs
+
         self.path = url
         self.clock = clock
-        kwargs: dict[str, Any] = {"autocommit": True, "row_factory": dict_row,
-                                  "application_name": "fsm-shop"}
+        t = Timeouts.of(Settings.load())  # the workflow's own edge: FSM_PG_*_TIMEOUT
+        name = f"fsm-shop-{os.getpid()}"
+        kwargs: dict[str, Any] = {**session_kwargs(url, t, name), "row_factory": dict_row}
         # A first connection of its own: a wrong URL fails here at once, with its reason.
-        with psycopg.connect(url, connect_timeout=10, **kwargs) as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_SCHEMA_LOCK,))
-            conn.execute(_PG_SCHEMA)
-        self._pool = ConnectionPool(url, min_size=1, max_size=4, open=True, name="shop",
+        with _reachable("schema"), psycopg.connect(
+                url, connect_timeout=max(1, int(t.connect)),
+                **session_kwargs(url, t, name,
+                                 idle_in_transaction_session_timeout=t.migration / 2),
+                row_factory=dict_row) as conn:
+            self._create_tables(conn, t.migration)
+        self._pool = ConnectionPool(url, min_size=1, max_size=4, open=False, name="shop",
                                     kwargs=kwargs, check=ConnectionPool.check_connection,
-                                    timeout=10)
+                                    timeout=t.connect)
+        with _reachable("pool"):
+            try:
+                self._pool.open(wait=True, timeout=t.connect)
+            except BaseException:
+                self._pool.close()
+                raise
+
+    @staticmethod
+    def _create_tables(conn: Any, wait: float) -> None:
+        """The shop's tables, created under a lock when missing (waiting at most ``wait``
+        seconds for another process creating them; a frozen one loses its session)."""
+        found = conn.execute("SELECT to_regclass('shop_calls') IS NOT NULL AS ok").fetchone()
+        if found and found["ok"]:
+            return
+        with conn.transaction():
+            conn.execute(f"SET LOCAL lock_timeout = {int(wait * 1000)}")
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_PG_SCHEMA_LOCK,))
+            fault("shop_schema_locked", 0)
+            conn.execute(_PG_SCHEMA)
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[dict[str, Any]]:
-        with self._pool.connection() as conn:
+        with _reachable("read"), self._pool.connection() as conn:
             return list(conn.execute(sql, args).fetchall())  # type: ignore[arg-type]
 
     def seed_demo(self) -> PostgresShop:
         now = self.clock()
-        with self._pool.connection() as conn, conn.transaction():
+        with _reachable("seed"), self._pool.connection() as conn, conn.transaction():
             for oid, (cust, item, name, price, days) in DEMO_ORDERS.items():
                 conn.execute("INSERT INTO shop_orders VALUES (%s, %s, %s, %s, %s, %s) "
                              "ON CONFLICT DO NOTHING",
@@ -220,7 +274,7 @@ class PostgresShop:
 
     def add_order(self, order_id: str, customer: str, item_id: str, item_name: str,
                   price_paise: int, delivered_days_ago: float) -> None:
-        with self._pool.connection() as conn:
+        with _reachable("orders"), self._pool.connection() as conn:
             conn.execute(
                 "INSERT INTO shop_orders VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (order_id) "
                 "DO UPDATE SET customer = EXCLUDED.customer, item_id = EXCLUDED.item_id, "
@@ -244,7 +298,7 @@ class PostgresShop:
 
     def pay(self, key: str, order_id: str, item_id: str, amount_paise: int) -> dict[str, Any]:
         """Refund through the gateway. A key seen before returns its first outcome."""
-        with self._pool.connection() as conn, conn.transaction():
+        with _reachable("gateway"), self._pool.connection() as conn, conn.transaction():
             # One payment decision per order at a time, whichever worker asks.
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (order_id,))
             conn.execute("INSERT INTO shop_calls (api, idempotency_key, at) VALUES (%s, %s, %s)",
@@ -265,7 +319,7 @@ class PostgresShop:
         return {"status": "ok", "payment": key, "amount_paise": amount_paise}
 
     def send(self, key: str, customer: str, text: str) -> dict[str, Any]:
-        with self._pool.connection() as conn, conn.transaction():
+        with _reachable("outbox"), self._pool.connection() as conn, conn.transaction():
             conn.execute("INSERT INTO shop_calls (api, idempotency_key, at) VALUES (%s, %s, %s)",
                          ("reply", key, self.clock()))
             conn.execute("INSERT INTO shop_outbox VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from fsm import Guard, Presentation, ToolContext, ToolSpec, WorkflowSpec, define_workflow
+from fsm import Currency, Guard, Presentation, ToolContext, ToolSpec, WorkflowSpec, define_workflow
 from workflows.refund.shop import DAY, AnyShop, PostgresShop, Shop, open_shop
 
 TRANSITIONS = {
@@ -112,11 +112,22 @@ def lower_amount(tool: str | None, args: dict[str, Any],
     return {**args, "amount_paise": new}
 
 
+def _subject(tool: str | None, args: dict[str, Any], facts: Mapping[str, Any]) -> str | None:
+    """``order A-1002``: two refund requests of one order are about the same thing."""
+    order_id = (facts.get("order") or {}).get("order_id") or args.get("order_id")
+    return f"order {order_id}" if order_id else None
+
+
+#: Amounts are kept in paise and typed and read in rupees.
+RUPEES = Currency(symbol="₹", digits=2, minor="paise", major="rupees")
+
 PRESENTATION = Presentation(
     summary=_summary,
     amount=lambda tool, args: args.get("amount_paise"),
-    money=rupees,
+    currency=RUPEES,
     amount_field="amount_paise",
+    subject=_subject,
+    written={"refund_item": "refunded", "send_reply": "answered"},
 )
 
 
@@ -285,9 +296,10 @@ def _matches_decision(args: RefundArgs, facts: Any) -> str | None:
     return None
 
 
-def build(shop: AnyShop | ShopSource | None = None) -> WorkflowSpec:
-    """The refund workflow bound to ``shop`` (default: the shop in the database of the
-    store the run is driven on, opened by the runtime as the ``shop`` resource)."""
+def definition(shop: AnyShop | ShopSource | None = None) -> dict[str, Any]:
+    """Everything :func:`build` gives ``define_workflow`` besides the name: the tables,
+    tools bound to ``shop``, hooks and invariants (variants such as the refund
+    conversation start from these)."""
     source: ShopSource
     if shop is None:
         source = _Resource()
@@ -297,12 +309,19 @@ def build(shop: AnyShop | ShopSource | None = None) -> WorkflowSpec:
         source = shop
     from workflows.refund.invariants import INVARIANTS
 
-    return define_workflow(
-        "refund", transitions=TRANSITIONS, tools_by_state=TOOLS_BY_STATE,
+    return dict(
+        transitions=TRANSITIONS, tools_by_state=TOOLS_BY_STATE,
         initial="collecting", tools=_tools(source), human_events=HUMAN_EVENTS,
         guards=GUARDS, payloads=PAYLOADS, records=RECORDS, instructions=INSTRUCTIONS,
         system_prompt=SYSTEM_PROMPT, terminal={"done"}, handed_over_states={"handed_over"},
         expiry_event="expired", approval_ttl_seconds=72 * 3600,
         invariants=INVARIANTS, settings={"approval_limit_paise": APPROVAL_LIMIT_PAISE},
         presentation=PRESENTATION, resources={"shop": demo_shop}, amend=lower_amount,
+        version="1",
     )
+
+
+def build(shop: AnyShop | ShopSource | None = None) -> WorkflowSpec:
+    """The refund workflow bound to ``shop`` (default: the shop in the database of the
+    store the run is driven on, opened by the runtime as the ``shop`` resource)."""
+    return define_workflow("refund", **definition(shop))

@@ -1,0 +1,12 @@
+"""The retail desk: τ²-bench's retail domain (Sierra Research, MIT licence) as tables.
+
+See ``docs/how-to/retail.md``; the data's source and licence are in ``NOTICE.md``.
+"""
+
+from workflows.retail.workflow import TOOLS_BY_STATE, TRANSITIONS, build
+
+#: The registered workflow (entry point ``fsm.workflows:retail``), over the retail tables
+#: of the current database.
+WORKFLOW = build()
+
+__all__ = ["TOOLS_BY_STATE", "TRANSITIONS", "WORKFLOW", "build"]

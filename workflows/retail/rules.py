@@ -1,0 +1,143 @@
+"""The written policy's rules that τ²-bench's tools leave out, as pure checks.
+
+Each rule answers "why may this write not run?" from what the desk knows of the order
+and the customer, or ``None`` when it may. The same function judges a proposal from the
+run's facts (the orders the run has read, as :func:`order_summary` keeps them) and a
+write from the database rows, inside the write's own transaction
+(:func:`write_problem`): so the customer is never asked to confirm a write the policy
+forbids, and a write never runs on an order that changed since it was read.
+
+The rules:
+
+- only the authenticated customer's orders and address are changed;
+- an order must have been read (``get_order_details``) before a write to it is proposed;
+- cancel and modify only a ``pending`` order: once its items were modified
+  (``pending (item modified)``) nothing of it changes any more;
+- return and exchange only a ``delivered`` order;
+- a cancellation gives one of the two reasons the policy allows;
+- a return's refund goes to the payment method that paid for the order, or to one of
+  the customer's gift cards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from workflows.retail.operations import CANCEL_REASONS, Tx
+
+#: The writes to a pending order, and those to a delivered one.
+PENDING_WRITES = frozenset({"cancel_pending_order", "modify_pending_order_address",
+                            "modify_pending_order_payment", "modify_pending_order_items"})
+DELIVERED_WRITES = frozenset({"return_delivered_order_items",
+                              "exchange_delivered_order_items"})
+
+
+class PolicyRefusal(Exception):
+    """A write or a read the written policy does not allow; the message says why."""
+
+
+def order_summary(order: Mapping[str, Any]) -> dict[str, Any]:
+    """What the desk keeps of an order it has read (τ²-bench's shape in)."""
+    history = order.get("payment_history") or []
+    return {"user_id": order.get("user_id"), "status": order.get("status"),
+            "paid_with": history[0]["payment_method_id"] if history else None}
+
+
+def gift_cards(user: Mapping[str, Any]) -> list[str]:
+    """The ids of a customer's gift cards (either shape of a user)."""
+    return sorted(k for k, m in (user.get("payment_methods") or {}).items()
+                  if m.get("source") == "gift_card")
+
+
+def problem(user_id: str | None, tool: str, args: Mapping[str, Any],
+            order: Mapping[str, Any] | None, cards: list[str] | None) -> str | None:
+    """Why the policy forbids ``tool(args)`` for the customer ``user_id``, or ``None``.
+
+    ``order`` is the summary of the order the write names (``None``: not read, or no
+    such order); ``cards`` the customer's gift cards (``None``: not known).
+    """
+    if user_id is None:
+        return "no customer is authenticated: find their user id by email, or by name and zip"
+    if tool == "modify_user_address":
+        if args.get("user_id") != user_id:
+            return (f"user {args.get('user_id')!r} is not the authenticated customer "
+                    f"{user_id!r}; only their own address may be changed")
+        return None
+    order_id = args.get("order_id")
+    if order is None:
+        return (f"order {order_id!r} has not been read in this conversation: read it with "
+                "get_order_details and check its status first")
+    if order["user_id"] != user_id:
+        return (f"order {order_id!r} belongs to another customer; only the authenticated "
+                f"customer's orders may be changed")
+    return _status_problem(tool, order_id, order) or _argument_problem(tool, args, order,
+                                                                       cards)
+
+
+def _status_problem(tool: str, order_id: Any, order: Mapping[str, Any]) -> str | None:
+    status = order["status"]
+    if tool in PENDING_WRITES and status != "pending":
+        if status == "pending (item modified)":
+            return (f"the items of order {order_id!r} were modified already: the policy "
+                    "allows no further change or cancellation of it")
+        return f"order {order_id!r} is {status!r}; only a pending order may be changed"
+    if tool in DELIVERED_WRITES and status != "delivered":
+        return (f"order {order_id!r} is {status!r}; only a delivered order may be returned "
+                "or exchanged")
+    return None
+
+
+def _argument_problem(tool: str, args: Mapping[str, Any], order: Mapping[str, Any],
+                      cards: list[str] | None) -> str | None:
+    if tool == "cancel_pending_order" and args.get("reason") not in CANCEL_REASONS:
+        return (f"the reason {args.get('reason')!r} is not one the policy allows "
+                f"(allowed: {', '.join(repr(r) for r in CANCEL_REASONS)})")
+    if tool == "return_delivered_order_items":
+        method = args.get("payment_method_id")
+        if method != order["paid_with"] and method not in (cards or []):
+            known = "" if cards is not None else (
+                " (the customer's gift cards are not known yet: read get_user_details)")
+            return (f"a refund goes to the payment method that paid for the order "
+                    f"({order['paid_with']!r}) or to one of the customer's gift cards, not "
+                    f"to {method!r}{known}")
+    return None
+
+
+# -- the two places the rules are applied ---------------------------------------------------
+
+def proposal_problem(facts: Mapping[str, Any], tool: str, args: Mapping[str, Any]) -> str | None:
+    """The rules applied to a proposal, from what the run has read."""
+    orders = facts.get("orders") or {}
+    order = orders.get(args.get("order_id")) if "order_id" in args else None
+    return problem(facts.get("user_id"), tool, args, order, facts.get("gift_cards"))
+
+
+def write_problem(tx: Tx, user_id: str | None, tool: str, args: Mapping[str, Any]) -> None:
+    """The rules applied to a write, from the rows it is about to change; raises
+    :class:`PolicyRefusal`."""
+    order = None
+    if "order_id" in args:
+        doc = tx.order(str(args["order_id"]))
+        if doc is None:
+            return  # the tool itself says "Order not found"
+        order = {"user_id": doc["user_id"], "status": doc["status"],
+                 "paid_with": (doc["payment_history"] or [{}])[0].get("payment_method_id")}
+    user = tx.user(user_id) if user_id else None
+    cards = gift_cards(user) if user is not None else []
+    why = problem(user_id, tool, args, order, cards)
+    if why is not None:
+        raise PolicyRefusal(why)
+
+
+def read_problem(tx: Tx, user_id: str | None, tool: str, args: Mapping[str, Any]) -> None:
+    """Only the authenticated customer's own details and orders are shown; raises
+    :class:`PolicyRefusal`."""
+    if tool == "get_user_details" and args.get("user_id") != user_id:
+        raise PolicyRefusal(f"user {args.get('user_id')!r} is not the authenticated customer "
+                            f"{user_id!r}; the policy shows only their own details")
+    if tool == "get_order_details":
+        doc = tx.order(str(args.get("order_id")))
+        if doc is not None and doc["user_id"] != user_id:
+            raise PolicyRefusal(f"order {args.get('order_id')!r} is not an order of the "
+                                "authenticated customer; the policy shows only their own")
