@@ -22,24 +22,26 @@ from fsm.store.postgres import PostgresStore
 from workflows.refund import Shop, build
 
 #: ``server`` and ``no_model_env``, for the tests against the fake OpenAI server; ``cli``,
-#: which runs an ``fsm`` command line in this process.
-pytest_plugins = ["openai_fixtures", "cli_inproc"]
+#: which runs an ``fsm`` command line in this process; ``any_db``, a fresh database of each
+#: kind as a command line names it.
+pytest_plugins = ["openai_fixtures", "cli_inproc", "damage"]
 
-#: Test files of the services built on the runtime: the workers and the inbox.
-_SERVICE_FILES = ("test_worker_", "test_fleet_", "test_web_", "test_browser_")
+#: Where this file is: the folders below it are the layers the tests cover.
+_TESTS = Path(__file__).resolve().parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark what needs PostgreSQL (``postgres``) and what tests the workers and the inbox
-    (``services``), so that ``pytest -m "not postgres and not services"`` runs the core:
-    the runtime, the stores on SQLite and memory, the CLI, the audit, the definitions."""
+    (``services``, every test under ``tests/services/``), so that
+    ``pytest -m "not postgres and not services"`` runs the core: the runtime, the stores on
+    SQLite and memory, the CLI, the audit, the definitions."""
+    services = _TESTS / "services"
     for item in items:
         callspec = getattr(item, "callspec", None)
         if "pg_server" in getattr(item, "fixturenames", ()) or (
-                callspec is not None and "postgres" in callspec.id.split("-")) or \
-                item.path.name.startswith("test_postgres_"):
+                callspec is not None and "postgres" in callspec.id.split("-")):
             item.add_marker(pytest.mark.postgres)
-        if item.path.name.startswith(_SERVICE_FILES):
+        if item.path.is_relative_to(services):
             item.add_marker(pytest.mark.services)
 
 

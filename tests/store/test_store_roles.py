@@ -1,0 +1,119 @@
+"""The store's roles: each a small documented protocol, every store implements them all,
+and the roles the contract suite did not reach behave alike on every store."""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fsm import Effect, MemoryStore, RunState, SQLiteStore, Store
+from fsm.store import open_store, roles
+from fsm.store.people import Refusal
+
+ROLES = [roles.RunReads, roles.Runs, roles.Effects, roles.Approvals, roles.Definitions,
+         roles.People, roles.Conversations, roles.Desk, roles.Leases, roles.Inbox]
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s: Store
+    if request.param == "memory":
+        s = MemoryStore()
+    elif request.param == "sqlite":
+        s = SQLiteStore(str(tmp_path / "runs.db"))
+    else:
+        s = open_store(request.getfixturevalue("pg_url"))
+    yield s
+    s.close()
+
+
+def own_methods(role: type) -> dict[str, Any]:
+    return {n: f for n, f in vars(role).items()
+            if inspect.isfunction(f) and not n.startswith("__")}
+
+
+def test_each_role_is_a_small_documented_protocol_of_abstract_methods() -> None:
+    for role in ROLES:
+        assert getattr(role, "_is_protocol", False), role
+        assert role.__doc__ and role.__doc__.strip(), role
+        methods = own_methods(role)
+        assert 0 < len(methods) <= 10, (role.__name__, sorted(methods))
+        for name, f in methods.items():
+            assert getattr(f, "__isabstractmethod__", False), (role.__name__, name)
+
+
+def test_the_store_is_the_union_of_the_roles_and_no_store_lacks_one() -> None:
+    union = set().union(*(own_methods(r) for r in ROLES))
+    assert union <= set(dir(Store))
+    assert all(r in Store.__mro__ for r in ROLES)
+    from fsm.store.postgres import PostgresStore
+
+    for cls in (MemoryStore, SQLiteStore, PostgresStore):
+        assert not cls.__abstractmethods__, (cls.__name__, cls.__abstractmethods__)
+
+    class Partial(MemoryStore):
+        pass
+
+    # A store that leaves a role's method unimplemented cannot be made at all (before,
+    # it fell back to a default that raised, or answered nothing, when first called).
+    Partial.__abstractmethods__ = frozenset({"handovers"})
+    with pytest.raises(TypeError, match="handovers"):
+        Partial()
+
+
+def run(run_id: str = "r1") -> RunState:
+    return RunState(run_id=run_id, workflow="wf", definition_hash="d" * 16, user="asha",
+                    state="s", created_at=1000.0, updated_at=1000.0)
+
+
+def test_effects_lists_a_runs_rows_in_key_order(store: Store) -> None:
+    for run_id in ("r1", "r2"):
+        store.create_run(run(run_id))
+    for key, run_id in (("r1:3", "r1"), ("r2:1", "r2"), ("r1:1", "r1")):
+        store.claim_effect(Effect(key=key, run_id=run_id, step=int(key[-1]), tool="pay",
+                                  args={"k": key}, status="STARTED", started_at=1000.0))
+    rows = store.effects("r1")
+    assert [(e.key, e.args, e.status) for e in rows] == [
+        ("r1:1", {"k": "r1:1"}, "STARTED"), ("r1:3", {"k": "r1:3"}, "STARTED")]
+    assert store.effects("nobody") == []
+
+
+def test_a_sql_store_chains_refused_attempts_in_its_run_row(store: Store) -> None:
+    store.create_run(run())
+    before = store.refusal_head("r1")
+    for i in range(2):
+        store.add_refusal(Refusal(run_id="r1", approval_id="a1", account="omar",
+                                  action="approve", code="stale", reason=f"no {i}",
+                                  at=1000.0 + i))
+    after = store.refusal_head("r1")
+    if isinstance(store, MemoryStore):
+        assert before is None and after is None  # kept as objects, which nobody edits
+    else:
+        assert before is not None and after is not None
+        assert after[0] == before[0] + 2 and after[1] != before[1]
+    assert [r.reason for r in store.refusals("r1")] == ["no 0", "no 1"]
+
+
+def test_one_sweeper_at_a_time_and_workers_are_woken_where_the_store_can(
+        store: Store) -> None:
+    with store.sweep_lock() as first:
+        assert first is True
+        with store.sweep_lock() as second:
+            # One process's stores have one sweeper; PostgreSQL's lock is fleet-wide.
+            assert second is isinstance(store, MemoryStore | SQLiteStore)
+    wake, stop = threading.Event(), threading.Event()
+    try:
+        notifies = store.subscribe(wake, stop)
+        assert notifies is not isinstance(store, MemoryStore | SQLiteStore)
+        if notifies:
+            assert wake.wait(5)  # set once listening (anything missed before)
+            wake.clear()
+            store.create_run(run())  # a new running run: the workers are told
+            assert wake.wait(5)
+    finally:
+        stop.set()
