@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pg_steps import bench_database, machine  # noqa: E402
 
-from fsm import Engine, open_store  # noqa: E402
+from fsm import Engine, Settings, open_store  # noqa: E402
 from fsm.records import FINAL_STATUSES  # noqa: E402
 from workflows.refund import build  # noqa: E402
 from workflows.refund.fleet import POLICY, Soak, submit_refunds  # noqa: E402
@@ -127,7 +127,7 @@ def run_throughput(url: str, sqlite_path: str) -> dict[str, Any]:
               "4x16_over_1x16": rate["postgres", 4, 16] / rate["postgres", 1, 16]}
     print(f"1x64 / 1x1 = {ratios['1x64_over_1x1']:.1f} (target >= 30); "
           f"4x16 / 1x16 = {ratios['4x16_over_1x16']:.1f} (target >= 3)")
-    pool = int(os.environ.get("FSM_PG_POOL") or 10)
+    pool = Settings.load().pg_pool  # what each worker process reads
     return {"postgres": version, "pool_size_per_process": pool, "policy_sleep_s": 0.2,
             "rows": rows, "ratios": ratios, "machine": machine()}
 

@@ -3,7 +3,7 @@
 Each iteration starts a refund (small or large, alternating) with the installed
 ``fsm`` console script, kills processes at random moments, resumes (and approves
 a paused large refund) until the run ends, then checks what the short version in
-``tests/test_crash.py`` checks: one payment per refunded item, one policy event
+``tests/runtime/test_crash.py`` checks: one payment per refunded item, one policy event
 per step, one tool event per write key, the gateway called at most once more per
 kill, an intact audit, and the ending of a run that never crashed.
 

@@ -80,8 +80,9 @@ def floor(url: str) -> dict[str, float]:
             events.setdefault(row[cols.index("step")], []).append(("floor", *row[1:]))
         starts = [json.loads(v[1])["message_count"] for v in views] + [len(messages)]
         conn.execute("INSERT INTO runs (run_id, workflow, status, version, snapshot, "
-                     "created_at, updated_at) VALUES ('floor', 'bench-loop', 'running', 1, "
-                     "%s, 0, 0)", (snapshot,))
+                     "created_at, updated_at, definition_hash) VALUES ('floor', 'bench-loop', "
+                     "'running', 1, %s, 0, 0, %s)",
+                     (snapshot, json.loads(snapshot)["definition_hash"]))
         times = []
         for version, (step, body) in enumerate(views, start=1):
             lo, hi = starts[version - 1], starts[version]

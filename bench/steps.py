@@ -237,8 +237,8 @@ def floor(source: Path, path: Path, synchronous: str, *, encode: bool = False
         db.executescript(script)
     final = json.loads(snapshot)  # the run's row as its last step left it
     db.execute("INSERT INTO runs (run_id, workflow, status, version, snapshot, created_at, "
-               "updated_at) VALUES (?, ?, ?, 1, ?, 0, 0)",
-               (RUN, final["workflow"], final["status"], snapshot))
+               "updated_at, definition_hash) VALUES (?, ?, ?, 1, ?, 0, 0, ?)",
+               (RUN, final["workflow"], final["status"], snapshot, final["definition_hash"]))
     insert_event = f"INSERT INTO events VALUES ({', '.join('?' * len(cols))})"
     # The run's start, as it was written (not timed): the log continues from it.
     db.executemany("INSERT INTO messages (run_id, idx, body) VALUES (?, ?, ?)", start_messages)
