@@ -5,29 +5,39 @@ VENV := .venv$(if $(filter-out python3,$(PY)),-$(notdir $(PY)))
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-fleet test test-core check bench diagrams clean
+.PHONY: system doctor demo demo-fleet test test-core check bench taubench diagrams docs screenshot clean real-model
+
+# The system packages the tests and the demo need (Graphviz's dot, Debian's chromium),
+# installed with apt when missing and the machine allows it (root, or sudo -n); otherwise
+# one line names what to install, and nothing else runs.
+system:
+	@$(PY) fsm/doctor.py --install
+
+# What is present and what is missing: Python, dot, Chromium, PostgreSQL.
+doctor:
+	@$(PY) fsm/doctor.py --venv-python $(BIN)/python
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev]'
+	$(BIN)/pip install --quiet -e '.[test,dev,docs]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: system $(STAMP)
 	$(BIN)/python -m workflows.refund demo
 
-demo-fleet: $(STAMP)
+demo-fleet: system $(STAMP)
 	$(BIN)/python -m workflows.refund fleet-demo
 
-test: $(STAMP)
+test: system $(STAMP)
 	$(BIN)/python -m pytest
 
 # The core alone: no PostgreSQL, no workers, no inbox (see the markers in tests/conftest.py).
-test-core: $(STAMP)
+test-core: system $(STAMP)
 	$(BIN)/python -m pytest -m "not postgres and not services"
 
 check: $(STAMP)
-	$(BIN)/ruff check fsm workflows tests bench
+	$(BIN)/ruff check fsm workflows tests bench docs
 	$(BIN)/mypy fsm
 	$(BIN)/lint-imports
 
@@ -39,10 +49,23 @@ $(VENV)/.bench-installed: $(STAMP)
 bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/imports.py
 	$(BIN)/python bench/steps.py
+	$(BIN)/python bench/hooks.py
 	$(BIN)/python bench/peers.py --json-out bench/peers.json
 	$(BIN)/python bench/profile_step.py --runs 100 --top 15
 	$(BIN)/python bench/pg_steps.py
 	$(BIN)/python bench/fleet.py
+	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
+	$(BIN)/python bench/faults.py
+
+# τ²-bench's 114 retail tasks and every generated violation through the retail desk (a few
+# minutes); CI runs it once (.ci/run).
+taubench: $(STAMP)
+	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
+
+# The refund workflow against a real llama-cpp-python server and Gemma 3 270M (the
+# server is built once into ~/.cache/fsm-llama, about 4 minutes on 2 cores).
+real-model: $(STAMP)
+	$(BIN)/python bench/llama_server.py $(ARGS)
 
 diagrams: $(STAMP)
 	$(BIN)/fsm diagram refund -o diagrams/refund.dot
@@ -50,6 +73,19 @@ diagrams: $(STAMP)
 	$(BIN)/fsm diagram refund -o diagrams/refund.mmd
 	$(BIN)/fsm diagram refund -o diagrams/refund.md
 	$(BIN)/fsm verify refund -o diagrams/refund-verification.md
+	$(BIN)/fsm diagram retail -o diagrams/retail.dot
+	$(BIN)/fsm diagram retail -o diagrams/retail.svg
+	$(BIN)/fsm diagram retail -o diagrams/retail.mmd
+	$(BIN)/fsm diagram retail -o diagrams/retail.md
+	$(BIN)/fsm verify retail -o diagrams/retail-verification.md
+
+# The documentation site (docs/, mkdocs.yml) into site/, with warnings as errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# The approval page's picture in docs/, taken from a real fsm serve with Debian's Chromium.
+screenshot: system $(STAMP)
+	$(BIN)/python docs/screenshot.py -o docs/approval-page.png
 
 clean:
-	rm -rf .venv .venv-* .pytest_cache .mypy_cache .ruff_cache
+	rm -rf .venv .venv-* .pytest_cache .mypy_cache .ruff_cache site
