@@ -165,8 +165,8 @@ def test_a_reply_cut_off_at_the_cap_is_an_observation(
 
 def test_a_timed_out_attempt_is_counted_and_said_to_be_unreported(
         spec: WorkflowSpec, store: MemoryStore, server: FakeOpenAI, make_policy: Any) -> None:
-    server.script(dataclasses.replace(call(*HAPPY[0]), delay=1.0), call(*HAPPY[0]))
-    Engine(spec, store, make_policy(timeout=0.2), budgets=Budgets(max_steps=1)).start(
+    server.script(dataclasses.replace(call(*HAPPY[0]), delay=4.0), call(*HAPPY[0]))
+    Engine(spec, store, make_policy(timeout=1.5), budgets=Budgets(max_steps=1)).start(
         GOAL, user="asha", run_id="t1")
     logged = events(store, "t1", "policy")[0]
     assert logged.detail["calls"] == 2 and logged.detail["request"]["timed_out"] == 1

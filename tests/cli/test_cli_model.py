@@ -84,17 +84,17 @@ def test_timeout_for_a_slow_model_is_used_by_run_and_by_approve(tmp_path: Path,
                                                                 server: FakeOpenAI) -> None:
     db = tmp_path / "t.db"
     steps = large_refund()
-    slow = [dataclasses.replace(call(*steps[0]), delay=1.0), *[call(*s) for s in steps[:5]]]
+    slow = [dataclasses.replace(call(*steps[0]), delay=4.0), *[call(*s) for s in steps[:5]]]
     server.script(*slow)
     proc = fsm(db, "run", "refund", "Order A-1002: the headphones broke", "--user", "ravi",
                "--run-id", "t1", "--model", "gpt-4o-mini", "--base-url", server.base_url,
-               "--timeout", "0.2", "--json")
+               "--timeout", "1.5", "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "awaiting_approval"
-    # The first reply came after 1 s: given up on at 0.2 s, asked again.
+    # The first reply came after 4 s: given up on at 1.5 s, asked again.
     assert policy_calls(db, "t1") == [2, 1, 1, 1, 1]
 
-    server.script(dataclasses.replace(call(*steps[5]), delay=1.0),
+    server.script(dataclasses.replace(call(*steps[5]), delay=4.0),
                   *[call(*s) for s in steps[5:]])
     proc = fsm(db, "approve", "t1", "--reviewer", "priya", "--note", "ok", "--json")
     assert proc.returncode == 0, proc.stderr

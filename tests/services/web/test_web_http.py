@@ -304,7 +304,7 @@ def test_sign_in_is_throttled_and_a_disabled_account_cannot_sign_in(tmp_path: Pa
 
 def test_sessions_expire_and_are_secure_behind_https(tmp_path: Path) -> None:
     b = make_inbox(tmp_path)
-    b.serve("--public-url", "https://inbox.example", FSM_SESSION_SECONDS="2")
+    b.serve("--public-url", "https://inbox.example", FSM_SESSION_SECONDS="5")
     try:
         with b.client() as c:
             # httpx keeps Secure cookies for https only: carry them by hand over loopback.
@@ -320,7 +320,7 @@ def test_sessions_expire_and_are_secure_behind_https(tmp_path: Path) -> None:
             assert "; secure" in session.lower() and "samesite=strict" in session.lower()
             cookie = session.split(";")[0]
             assert c.get("/inbox", headers={"cookie": cookie}).status_code == 200
-            time.sleep(3.1)
+            time.sleep(6.1)
             expired = c.get("/inbox", headers={"cookie": cookie})
             assert expired.status_code == 303 and expired.headers["location"].startswith("/login")
     finally:

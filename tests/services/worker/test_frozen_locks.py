@@ -185,7 +185,7 @@ def test_a_worker_whose_step_never_returns_gives_the_lease_back(
         KETTLE, user="asha", run_id="stuck", drive=False,
         meta={"workflow_ref": "refund", "policy": "default"})
     marker = tmp_path / "marker"
-    a = fleet.start("--policy", "fleetkit:marked_clerk", "--lease-seconds", "1",
+    a = fleet.start("--policy", "fleetkit:marked_clerk", "--lease-seconds", "4",
                     "--step-timeout", "2", "--poll-seconds", "0.1",
                     FLEET_SLOW_STATE="verifying", FLEET_MARKER=str(marker),
                     FLEET_SLOW_SECONDS="600")

@@ -149,7 +149,7 @@ def test_a_worker_paused_past_its_lease_can_neither_write_nor_commit(
     marker = tmp_path / "marker"
     a = fleet.start("--policy", "fleetkit:marked_clerk", "--lease-seconds", LEASE,
                     "--poll-seconds", "0.1", FLEET_SLOW_STATE=state, FLEET_MARKER=str(marker),
-                    FLEET_SLOW_SECONDS="1.0")
+                    FLEET_SLOW_SECONDS="5")
     wait_for(f"worker A to reach {state}", marker.exists, 60)
     a.send_signal(signal.SIGSTOP)
     a_owner = store.lease("frozen").owner  # type: ignore[union-attr]
