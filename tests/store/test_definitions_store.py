@@ -4,37 +4,25 @@ claims only runs of the definitions a worker asks for."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+import storekit
 from deploykit import v1, v2
 
-from fsm import MemoryStore, RunState, SQLiteStore, Store
+from fsm import RunState, SQLiteStore, Store
 from fsm.records import DefinitionCount, DefinitionRecord, StepCommit
 from fsm.store import open_store
 from fsm.store.pg_schema import MIGRATIONS as PG_MIGRATIONS
 from fsm.store.schema import MIGRATIONS
 from fsm.versions import definition_record
 
+store = storekit.store  # the fixture: each test on every kind of store
+
 #: The schema version before the migration that keeps definitions (later migrations run
 #: again after it, so they must leave what exists alone).
 BEFORE_DEFINITIONS = next(i for i, m in enumerate(MIGRATIONS) if "CREATE TABLE definitions" in m)
 PG_BEFORE_DEFINITIONS = next(i for i, m in enumerate(PG_MIGRATIONS)
                              if "CREATE TABLE definitions" in m)
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store
-    if request.param == "memory":
-        s = MemoryStore()
-    elif request.param == "sqlite":
-        s = SQLiteStore(str(tmp_path / "runs.db"))
-    else:
-        s = open_store(request.getfixturevalue("pg_url"))
-    yield s
-    s.close()
 
 
 def run(run_id: str, definition: str, status: str = "running",

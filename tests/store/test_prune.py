@@ -5,30 +5,18 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
+import storekit
 
-from fsm import MemoryStore, RunState, SQLiteStore, Store
+from fsm import RunState, SQLiteStore, Store
 from fsm.records import Event, ForkOrigin, Handover, StepCommit
 from fsm.store import open_store
 from fsm.store.prune import PRUNABLE, RUN_TABLES, prune
 from fsm.store.schema import MIGRATIONS
 
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store
-    if request.param == "memory":
-        s = MemoryStore()
-    elif request.param == "sqlite":
-        s = SQLiteStore(str(tmp_path / "runs.db"))
-    else:
-        s = open_store(request.getfixturevalue("pg_url"))
-    yield s
-    s.close()
+store = storekit.store  # the fixture: each test on every kind of store
 
 
 def _finished(store: Store, run_id: str, status: str, at: float, workflow: str = "wf",

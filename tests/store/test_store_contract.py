@@ -11,10 +11,10 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+import storekit
 
 from fsm import (
     Approval,
@@ -23,34 +23,17 @@ from fsm import (
     Effect,
     Event,
     LeaseLost,
-    MemoryStore,
     RunError,
     RunLocked,
     RunNotFound,
     RunState,
-    SQLiteStore,
     Store,
     StoreError,
     ViewRecord,
 )
 from fsm.records import GENESIS, ApprovalDecision, Compaction, StepCommit, fingerprint, verify_chain
-from fsm.store import open_store
 
-STORES = ["memory", "sqlite", "postgres"]
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store
-    if request.param == "memory":
-        s = MemoryStore()
-    elif request.param == "sqlite":
-        s = SQLiteStore(str(tmp_path / "runs.db"))
-    else:
-        s = open_store(request.getfixturevalue("pg_url"))
-    yield s
-    s.close()
-
+store = storekit.store  # the fixture: each test on every kind of store
 
 # -- building blocks ----------------------------------------------------------------------
 

@@ -3,29 +3,16 @@ that hands the run over, or neither does; the queue filters; the subjects index.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+import storekit
 
-from fsm import ConcurrentUpdate, MemoryStore, RunState, SQLiteStore, Store
+from fsm import ConcurrentUpdate, RunState, Store
 from fsm.records import Event, Handover, StepCommit
-from fsm.store import open_store
 from fsm.store.desk import OPEN, Queue
 
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store
-    if request.param == "memory":
-        s = MemoryStore()
-    elif request.param == "sqlite":
-        s = SQLiteStore(str(tmp_path / "runs.db"))
-    else:
-        s = open_store(request.getfixturevalue("pg_url"))
-    yield s
-    s.close()
+store = storekit.store  # the fixture: each test on every kind of store
 
 
 def _run(run_id: str, workflow: str = "wf", **changes: Any) -> RunState:

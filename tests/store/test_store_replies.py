@@ -5,11 +5,11 @@ run's reply token is kept only as its hash."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import storekit
 
 from fsm import ConcurrentUpdate, MemoryStore, RunNotFound, RunState, SQLiteStore, Store
 from fsm.customer import Reply
@@ -17,20 +17,7 @@ from fsm.errors import StoreError
 from fsm.records import Event, StepCommit
 from fsm.store import open_store
 
-STORES = ["memory", "sqlite", "postgres"]
-
-
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store
-    if request.param == "memory":
-        s = MemoryStore()
-    elif request.param == "sqlite":
-        s = SQLiteStore(str(tmp_path / "runs.db"))
-    else:
-        s = open_store(request.getfixturevalue("pg_url"))
-    yield s
-    s.close()
+store = storekit.store  # the fixture: each test on every kind of store
 
 
 def created(store: Store, run_id: str = "r1", token_hash: str | None = None) -> RunState:

@@ -5,31 +5,19 @@ from __future__ import annotations
 
 import inspect
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+import storekit
 
 from fsm import Effect, MemoryStore, RunState, SQLiteStore, Store
-from fsm.store import open_store, roles
+from fsm.store import roles
 from fsm.store.people import Refusal
+
+store = storekit.store  # the fixture: each test on every kind of store
 
 ROLES = [roles.RunReads, roles.Runs, roles.Effects, roles.Approvals, roles.Definitions,
          roles.People, roles.Conversations, roles.Desk, roles.Leases, roles.Inbox]
-
-
-@pytest.fixture(params=["memory", "sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    s: Store
-    if request.param == "memory":
-        s = MemoryStore()
-    elif request.param == "sqlite":
-        s = SQLiteStore(str(tmp_path / "runs.db"))
-    else:
-        s = open_store(request.getfixturevalue("pg_url"))
-    yield s
-    s.close()
 
 
 def own_methods(role: type) -> dict[str, Any]:
