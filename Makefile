@@ -5,7 +5,11 @@ VENV := .venv$(if $(filter-out python3,$(PY)),-$(notdir $(PY)))
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: system doctor demo demo-fleet test test-core check bench taubench diagrams docs screenshot clean real-model
+.PHONY: system doctor demo demo-fleet test test-core stress figures check bench taubench diagrams docs screenshot clean real-model
+
+# Test processes: one per core (pytest-xdist); every test has its own folder, database
+# schema, ports and servers. TEST_WORKERS=0 runs them in this one process.
+TEST_WORKERS ?= auto
 
 # The system packages the tests and the demo need (Graphviz's dot, Debian's chromium),
 # installed with apt when missing and the machine allows it (root, or sudo -n); otherwise
@@ -25,16 +29,28 @@ $(STAMP): pyproject.toml
 
 demo: system $(STAMP)
 	$(BIN)/python -m workflows.refund demo
+	@echo "fsm is $(BIN)/fsm: '. $(BIN)/activate' puts it on your PATH for the tutorial."
 
 demo-fleet: system $(STAMP)
 	$(BIN)/python -m workflows.refund fleet-demo
 
 test: system $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS)
 
 # The core alone: no PostgreSQL, no workers, no inbox (see the markers in tests/conftest.py).
 test-core: system $(STAMP)
-	$(BIN)/python -m pytest -m "not postgres and not services"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) -m "not postgres and not services"
+
+# The tests that wait on threads, processes, servers, leases or clocks, RUNS times in a
+# row beside two CPU burners (about an hour); prints failures and the slowest tests.
+RUNS ?= 5
+stress: system $(STAMP)
+	$(BIN)/python bench/stress.py --runs $(RUNS) --json-out bench/stress.json
+
+# Measures make test and make test-core from this tree and writes their counts and times
+# into bench/suite.json, the README and docs/how-to/setup.md (tests/docs checks them).
+figures: system $(STAMP)
+	$(BIN)/python bench/suite_figures.py --measure
 
 check: $(STAMP)
 	$(BIN)/ruff check fsm workflows tests bench docs
