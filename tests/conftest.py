@@ -3,7 +3,9 @@ and an engine factory."""
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import tempfile
 import urllib.parse
@@ -30,19 +32,37 @@ pytest_plugins = ["openai_fixtures", "cli_inproc", "damage"]
 _TESTS = Path(__file__).resolve().parent
 
 
+#: What makes a test module timing-sensitive: it starts threads, processes or servers,
+#: sends signals, sleeps, or talks to PostgreSQL over a real connection.
+_WAITS = re.compile(r"\b(threading|subprocess|Popen|os\.kill|signal\.|time\.sleep|"
+                    r"multiprocessing|uvicorn|sync_playwright|pg_url|pg_server|any_store|"
+                    r"web_server|fleetkit|crashkit|pgproxy|fake_openai|openai_fixtures)\b")
+
+
+@functools.cache
+def _waits(path: Path) -> bool:
+    return bool(_WAITS.search(path.read_text(encoding="utf-8")))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark what needs PostgreSQL (``postgres``) and what tests the workers and the inbox
     (``services``, every test under ``tests/services/``), so that
     ``pytest -m "not postgres and not services"`` runs the core: the runtime, the stores on
-    SQLite and memory, the CLI, the audit, the definitions."""
+    SQLite and memory, the CLI, the audit, the definitions. ``stress`` marks what waits on
+    threads, processes, servers, leases or clocks: the tests ``bench/stress.py`` repeats
+    beside CPU burners."""
     services = _TESTS / "services"
     for item in items:
         callspec = getattr(item, "callspec", None)
-        if "pg_server" in getattr(item, "fixturenames", ()) or (
-                callspec is not None and "postgres" in callspec.id.split("-")):
+        postgres = "pg_server" in getattr(item, "fixturenames", ()) or (
+            callspec is not None and "postgres" in callspec.id.split("-"))
+        if postgres:
             item.add_marker(pytest.mark.postgres)
-        if item.path.is_relative_to(services):
+        in_services = item.path.is_relative_to(services)
+        if in_services:
             item.add_marker(pytest.mark.services)
+        if in_services or postgres or _waits(item.path):
+            item.add_marker(pytest.mark.stress)
 
 
 @pytest.fixture(autouse=True)
