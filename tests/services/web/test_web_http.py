@@ -320,8 +320,10 @@ def test_sessions_expire_and_are_secure_behind_https(tmp_path: Path) -> None:
             assert "; secure" in session.lower() and "samesite=strict" in session.lower()
             cookie = session.split(";")[0]
             assert c.get("/inbox", headers={"cookie": cookie}).status_code == 200
-            time.sleep(6.1)
-            expired = c.get("/inbox", headers={"cookie": cookie})
+            signed_at = time.monotonic()
+            while (expired := c.get("/inbox", headers={"cookie": cookie})).status_code == 200:
+                assert time.monotonic() - signed_at < 60, "the session never expired"
+                time.sleep(0.25)
             assert expired.status_code == 303 and expired.headers["location"].startswith("/login")
     finally:
         b.stop()

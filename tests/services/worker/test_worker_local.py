@@ -184,11 +184,16 @@ def test_a_heartbeat_keeps_the_lease_of_a_run_that_is_driven(shop: Shop) -> None
     def slow(view: Any) -> Any:
         lease = store.lease(view.run_id)
         seen.append(lease.until if lease else None)
-        time.sleep(0.25)
+        # The policy call lasts until the heartbeat has renewed the lease under it (every
+        # 2/3 s), however long the machine takes to get there.
+        deadline = time.monotonic() + 60
+        while (renewed := store.lease(view.run_id)) is None or renewed.until == seen[-1]:
+            assert time.monotonic() < deadline, "the heartbeat never renewed the lease"
+            time.sleep(0.02)
         return clerk(view)
 
     engine = Engine(build(shop), store, slow)
-    engine.lease_seconds = 0.3  # renewed every 0.1 s while the policy sleeps
+    engine.lease_seconds = 2.0  # renewed every 2/3 s while the policy waits
     run = engine.start("Order A-1001: broken", user="asha", run_id="hb")
     assert run.status == "done"
     assert len(seen) == 7 and all(u is not None for u in seen)
