@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", default="auto", help="pytest -n (default auto)")
     parser.add_argument("--top", type=int, default=15, help="how many slowest tests to list")
     parser.add_argument("--json-out", type=Path, help="write runs, failures and times here")
+    parser.add_argument("--logs", type=Path, default=ROOT / "test-artifacts",
+                        help="where the output of a run with failures is kept "
+                             "(default test-artifacts/)")
     parser.add_argument("pytest_args", nargs="*",
                         help="more pytest arguments, after --, e.g. a folder of tests")
     args = parser.parse_args(argv)
@@ -148,8 +151,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  failed: {name}", flush=True)
                 log = work / f"run-{number}.log"
                 if log.exists():
-                    kept = ROOT / "test-artifacts" / f"stress-run-{number}.log"
-                    kept.parent.mkdir(exist_ok=True)
+                    kept = args.logs / f"stress-run-{number}.log"
+                    kept.parent.mkdir(parents=True, exist_ok=True)
                     kept.write_text(log.read_text())
     slowest = sorted(longest.items(), key=lambda kv: -kv[1])[:args.top]
     print()

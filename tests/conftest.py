@@ -4,6 +4,7 @@ and an engine factory."""
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import re
 import shutil
@@ -33,15 +34,45 @@ _TESTS = Path(__file__).resolve().parent
 
 
 #: What makes a test module timing-sensitive: it starts threads, processes or servers,
-#: sends signals, sleeps, or talks to PostgreSQL over a real connection.
+#: sends signals or sleeps (directly or through the kits in tests/support that do).
 _WAITS = re.compile(r"\b(threading|subprocess|Popen|os\.kill|signal\.|time\.sleep|"
-                    r"multiprocessing|uvicorn|sync_playwright|pg_url|pg_server|any_store|"
-                    r"web_server|fleetkit|crashkit|pgproxy|fake_openai|openai_fixtures)\b")
+                    r"multiprocessing|uvicorn|sync_playwright|web_server|fleetkit|crashkit|"
+                    r"pgproxy|fake_openai|openai_fixtures)\b")
+
+
+#: The kits in tests/support whose every use waits on processes, servers or threads.
+_WAITING_KITS = frozenset({"fleetkit", "crashkit", "pgproxy", "fake_openai", "web_server",
+                           "openai_fixtures", "chat_desk", "deploykit", "payoutkit"})
 
 
 @functools.cache
-def _waits(path: Path) -> bool:
-    return bool(_WAITS.search(path.read_text(encoding="utf-8")))
+def _source_waits(obj: Any) -> bool:
+    """Whether ``obj`` (a function or class) is from a waiting kit, or is test code whose
+    own source starts threads, processes or servers, sends signals or sleeps (the
+    library's own locks and threads are what the tests test, not what makes them wait)."""
+    if getattr(obj, "__module__", None) in _WAITING_KITS:
+        return True
+    try:
+        if not Path(inspect.getfile(obj)).resolve().is_relative_to(_TESTS):
+            return False
+        return bool(_WAITS.search(inspect.getsource(obj)))
+    except (OSError, TypeError):
+        return False
+
+
+def _waits(item: pytest.Item) -> bool:
+    """Whether a test waits: its own code, a function or class of its module that it
+    calls, or one of its fixtures starts threads, processes or servers, sends signals or
+    sleeps."""
+    function = getattr(item, "function", None)
+    if function is None:
+        return False
+    called = [function.__globals__.get(n) for n in function.__code__.co_names]
+    fixtures = getattr(item, "_fixtureinfo", None)
+    defs = fixtures.name2fixturedefs.values() if fixtures is not None else ()
+    candidates = [function, *called, *(d[-1].func for d in defs if d)]
+    return any((inspect.isfunction(c) or inspect.isclass(c)) and _source_waits(c)
+               for c in candidates)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -61,7 +92,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_services = item.path.is_relative_to(services)
         if in_services:
             item.add_marker(pytest.mark.services)
-        if in_services or postgres or _waits(item.path):
+        if in_services or _waits(item):
             item.add_marker(pytest.mark.stress)
 
 

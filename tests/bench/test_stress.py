@@ -51,7 +51,8 @@ def test_every_failure_is_counted_with_its_run_and_the_burners_are_stopped(
 
     stress.burners = counted
     code = stress.main(["--runs", "2", "--burners", "1", "--workers", "0", "--marker", "",
-                        "--json-out", str(out), "--", str(suite), "-c",
+                        "--json-out", str(out), "--logs", str(tmp_path / "logs"), "--",
+                        str(suite), "-c",
                         str(suite / "pytest.ini"), "--rootdir", str(suite)])
     printed = capsys.readouterr().out
     assert code == 1
@@ -61,6 +62,8 @@ def test_every_failure_is_counted_with_its_run_and_the_burners_are_stopped(
     assert result["failures"] == 2 and result["burners"] == 1
     assert all(r["failures"] == ["test_some::test_fails"] for r in result["runs"])
     assert "2 failure(s) in 2 run(s)" in printed and "run 2: test_some::test_fails" in printed
+    assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == [
+        "stress-run-1.log", "stress-run-2.log"]
     assert len(burners) == 1
     with pytest.raises(ProcessLookupError):
         os.kill(burners[0], 0)
