@@ -146,12 +146,14 @@ class McpServer:
 
     Give ``command`` (with ``args``, ``env`` added to a minimal inherited environment,
     ``cwd``) for a stdio server, or ``url`` for a streamable-HTTP server on loopback.
-    ``timeout`` bounds each call and each start, in seconds.
+    ``timeout`` bounds each call, ``start_timeout`` each start (spawn, handshake), in
+    seconds.
     """
 
     def __init__(self, name: str, *, command: str | None = None, args: tuple[str, ...] = (),
                  env: Mapping[str, str] | None = None, cwd: str | None = None,
-                 url: str | None = None, timeout: float = 30.0) -> None:
+                 url: str | None = None, timeout: float = 30.0,
+                 start_timeout: float = 60.0) -> None:
         if (command is None) == (url is None):
             raise UsageError(f"MCP server {name!r}: give a command or a url, not both")
         if url is not None and urlsplit(url).hostname not in LOOPBACK:
@@ -160,6 +162,7 @@ class McpServer:
         self.name = name
         self.command, self.args, self.url = command, tuple(args), url
         self.env, self.cwd, self.timeout = dict(env or {}), cwd, timeout
+        self.start_timeout = start_timeout
         self._conn: _Connection | None = None
         self._lock = threading.Lock()
         # Every start's stderr, kept while this object lives (closed and removed after).
@@ -208,7 +211,8 @@ class McpServer:
                 conn = _Connection(self)
                 self.starts += 1
                 try:
-                    _loop().run(asyncio.wait_for(conn.open(), self.timeout), self.timeout + 5)
+                    _loop().run(asyncio.wait_for(conn.open(), self.start_timeout),
+                                self.start_timeout + 5)
                 except BaseException as exc:
                     self._stop(conn)
                     raise self._unavailable("could not start", exc) from exc
