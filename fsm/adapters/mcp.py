@@ -222,7 +222,7 @@ class McpServer:
     def _request(self, what: str, make: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
         session = self._session()
         try:
-            return _loop().run(asyncio.wait_for(make(session), self.timeout), self.timeout + 5)
+            return _loop().run(_within(make(session), self.timeout), self.timeout + 5)
         except BaseException as exc:
             # Hung, crashed or answered a protocol error: the next call starts it afresh.
             self._restart()
@@ -275,6 +275,12 @@ class McpServer:
         tail = self.stderr_tail().strip()
         said = f"; its stderr ends: {tail[-500:]}" if tail else ""
         return Unavailable(f"MCP server {self.name!r} ({self.where()}): {what}: {reason}{said}")
+
+
+async def _within(coro: Coroutine[Any, Any, T], seconds: float) -> T:
+    """``coro`` bounded by ``seconds`` (in the same task: no task is made per call)."""
+    async with asyncio.timeout(seconds):
+        return await coro
 
 
 def _discard(file: Any) -> None:
