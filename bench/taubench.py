@@ -52,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+# bench/mcp.py must not shadow the mcp package that --tools mcp uses.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
 from fsm.errors import FSMError  # noqa: E402

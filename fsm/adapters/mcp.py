@@ -105,7 +105,12 @@ class _Connection:
     open until told to stop (anyio's scopes must be left by the task that entered them)."""
 
     def __init__(self, server: McpServer) -> None:
+        # Imported here, in the caller's thread: a broken installation fails at once.
+        from mcp import ClientSession
+
+        self.session_class = ClientSession
         self.server = server
+        self.transport = server._transport()
         self.session: Any = None
         self.stopping: asyncio.Event | None = None
         self.task: asyncio.Task[None] | None = None
@@ -117,12 +122,10 @@ class _Connection:
         await ready
 
     async def _hold(self, ready: asyncio.Future[None]) -> None:
-        from mcp import ClientSession
-
         try:
             async with contextlib.AsyncExitStack() as stack:
-                read, write = await stack.enter_async_context(self.server._transport())
-                session = await stack.enter_async_context(ClientSession(read, write))
+                read, write = await stack.enter_async_context(self.transport)
+                session = await stack.enter_async_context(self.session_class(read, write))
                 await session.initialize()
                 self.session = session
                 ready.set_result(None)

@@ -41,7 +41,9 @@ def test_the_model_sees_only_the_states_tools_and_an_out_of_state_call_never_lea
         ("changing", ["modify_pending_order_address", "advance"])] * 2
     # The server's own descriptions and schemas, without the state_key fsm supplies.
     shown = {t["name"]: t for t in policy.views[0].tools}
-    listed = {t.name: t for t in McpServer("x", command=RETAIL_BIN).list_tools()}
+    lister = McpServer("x", command=RETAIL_BIN)
+    listed = {t.name: t for t in lister.list_tools()}
+    lister.close()
     assert shown["get_order_details"]["description"] == listed["get_order_details"].description
     props = shown["get_order_details"]["parameters"]["properties"]
     assert props == {"order_id": listed["get_order_details"].input_schema["properties"]["order_id"]}
