@@ -173,3 +173,55 @@ def test_without_elicitation_the_result_says_what_to_confirm(tmp_path: Path) -> 
     assert out["waiting"] == ["start", "continue", "reply"]
     assert "state writing" in out["replied"][0]
     assert "cancel_pending_order" in out["writing"]
+
+
+def test_over_http_on_loopback_fsms_own_client_drives_a_run(tmp_path: Path) -> None:
+    """``fsm mcp serve --http PORT`` and :func:`fsm.adapters.mcp.http_server`: the same
+    run over streamable HTTP."""
+    import socket
+    import subprocess
+    import time
+
+    from fsm.adapters.mcp import McpServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = str(tmp_path / "runs.db")
+    proc = subprocess.Popen([FSM, "mcp", "serve", "refund", "--db", db, "--http", str(port)],
+                            env=process_env(), cwd=str(ROOT), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.communicate()[1]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "the server never listened"
+                time.sleep(0.05)
+        client = McpServer("desk", url=f"http://127.0.0.1:{port}/mcp")
+        assert [t.name for t in client.list_tools()] == ["start", "continue"]
+        started = client.call("start", {"goal": "Order A-1001: the kettle arrived broken",
+                                        "user": "asha", "run_id": "h1"})
+        assert not started.is_error and "run h1: state collecting" in started.text
+        assert "get_order" in [t.name for t in client.list_tools()]
+        refused = client.call("send_reply", {"text": "done"})
+        assert refused.is_error and "'send_reply' is not allowed in state 'collecting'" in \
+            refused.text
+        client.close()
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert SQLiteStore(db).load_run("h1").state == "collecting"
+
+
+def test_a_url_off_loopback_is_refused() -> None:
+    import pytest
+
+    from fsm.adapters.mcp import McpServer
+    from fsm.errors import UsageError
+
+    with pytest.raises(UsageError, match="is not on loopback"):
+        McpServer("far", url="http://example.com/mcp")
