@@ -138,7 +138,8 @@ def test_a_server_that_cannot_start_says_why_with_its_stderr(tmp_path: Path) -> 
 
 
 def test_a_hung_server_times_out_is_unavailable_and_is_restarted(tmp_path: Path) -> None:
-    server = retail(tmp_path / "state", timeout=3.0).source
+    # Long enough for a first call on a loaded machine; the endless sum always outlasts it.
+    server = retail(tmp_path / "state", timeout=15.0).source
     before = server.call("calculate", {"expression": "2+2"}).value
     assert before["parsed_content"] == 4.0
     with pytest.raises(Unavailable) as info:
