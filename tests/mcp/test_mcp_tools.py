@@ -191,3 +191,39 @@ def test_fsm_definitions_shows_the_pinned_server_and_a_changed_one_is_refused_in
     approved = run_fsm("approve", "w", "--reviewer", "priya", "--db", db, env=env)
     assert approved.code == 0, approved
     assert [c["tool"] for c in toy_log(log)] == ["lookup", "pay"]
+
+
+#: A stdio server that lists one tool and answers every call with a JSON-RPC error.
+PROTOCOL_ERROR = """
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m:
+        continue
+    if m["method"] == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"], "capabilities": {"tools": {}},
+             "serverInfo": {"name": "broken", "version": "0"}}
+    elif m["method"] == "tools/list":
+        r = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+    else:
+        sys.stderr.write("the ledger database exploded\\n")
+        sys.stderr.flush()
+        print(json.dumps({"jsonrpc": "2.0", "id": m["id"],
+                          "error": {"code": -32603, "message": "internal error"}}), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": m["id"], "result": r}), flush=True)
+"""
+
+
+def test_a_protocol_error_is_unavailable_with_the_servers_stderr_and_it_is_restarted() -> None:
+    server = McpServer("broken", command=sys.executable, args=("-c", PROTOCOL_ERROR))
+    assert [t.name for t in server.list_tools()] == ["t"]
+    with pytest.raises(Unavailable) as info:
+        server.call("t", {})
+    message = str(info.value)
+    assert "MCP server 'broken'" in message and "internal error" in message
+    assert "its stderr ends: the ledger database exploded" in message
+    assert server.starts == 1
+    assert [t.name for t in server.list_tools()] == ["t"]  # a new process
+    assert server.starts == 2
+    server.close()
