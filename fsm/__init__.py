@@ -41,6 +41,7 @@ if _TYPE_CHECKING:
         RunPruned,
         ScriptExhausted,
         ServeError,
+        ServerChanged,
         SettingsError,
         StopDriving,
         StoreError,
@@ -78,6 +79,7 @@ if _TYPE_CHECKING:
     from fsm.runtime.view import view_at
     from fsm.sandbox import evaluate, load_suite, replay
     from fsm.settings import Settings
+    from fsm.sources import IDEMPOTENCY_META_KEY, ToolServer
     from fsm.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
     from fsm.store import open_store
     from fsm.store.base import Store
@@ -95,7 +97,7 @@ _MODULES = {
         "InvariantError", "LeaseLost", "MigrationRefused", "ModelConfigError",
         "NothingPending", "NotifyError",
         "PriceError", "RunError", "RunLocked", "RunNotFound", "RunPruned", "ScriptExhausted",
-        "ServeError",
+        "ServeError", "ServerChanged",
         "StopDriving", "StoreError", "StoreUnavailable", "TransitionRefused", "Unavailable",
         "UsageError",
         "WorkflowDefinitionError", "WorkflowNotFound", "WorkflowCodeError", "AmountError",
@@ -106,6 +108,7 @@ _MODULES = {
         "SettingsError",
     ),
     "fsm.hooks": ("Hooks",),
+    "fsm.sources": ("IDEMPOTENCY_META_KEY", "ToolServer"),
     "fsm.money": ("Currency",),
     "fsm.migration": ("Migration", "Plan", "migrate", "plan_migration"),
     "fsm.migration.history": ("HistoryReport", "check_history"),
@@ -176,6 +179,7 @@ __all__ = [
     "HandoverRefused",
     "HistoryReport",
     "Hooks",
+    "IDEMPOTENCY_META_KEY",
     "InboxRefused",
     "InvalidRunState",
     "InvariantError",
@@ -206,6 +210,7 @@ __all__ = [
     "SQLiteStore",
     "ScriptExhausted",
     "ServeError",
+    "ServerChanged",
     "Settings",
     "SettingsError",
     "StopDriving",
@@ -215,6 +220,7 @@ __all__ = [
     "SuiteError",
     "Tool",
     "ToolContext",
+    "ToolServer",
     "ToolSpec",
     "TransitionRefused",
     "Unavailable",
