@@ -97,6 +97,7 @@ def audit(store: Store, run_id: str) -> AuditReport:
     report.problems.extend(_effects(effects, events))
     report.problems.extend(_claims(effects, events))
     report.problems.extend(_covered(store, run, events, approvals, effects))
+    report.problems.extend(_signed(store, run_id, events, effects))
     problems, report.notes = conversation_problems(store, run, events,
                                                    store.messages(run_id))
     report.problems.extend(problems)
@@ -108,6 +109,22 @@ def audit(store: Store, run_id: str) -> AuditReport:
     report.problems.extend(beside.refusals(store, run_id))
     report.head = head
     return report
+
+
+def _signed(store: Store, run_id: str, events: list[Event], effects: list[Effect]
+            ) -> list[str]:
+    """The log's head is signed by a key of the keyring, every event was written by a
+    signed commit, and every finished effect's result was recorded by one."""
+    signature = claims.signed(store, run_id, events)
+    if isinstance(signature, str):
+        return [f"the log's head is not signed by the deployment's key ({signature}): no "
+                "row of this run is witnessed"]
+    out = [f"events seq {a}..{b - 1} were written by no signed commit (rows added behind "
+           "fsm's back)" for a, b in signature.gaps]
+    out += [f"effect {e.key} ({e.tool}) is done, but no signed commit recorded its result"
+            for e in effects if e.status == "DONE" and any("rows" in ev.detail for ev in events)
+            and not claims.result_covered(e, events, signature)]
+    return out
 
 
 def _desk_rows(store: Store, run_id: str) -> list[Handover]:
