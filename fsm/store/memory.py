@@ -223,7 +223,8 @@ class MemoryStore(MemoryDesk, Store):
         log = self._events[run_id]
         self._sigs[run_id] = self.keys.extend(
             run_id, (*base, self._sigs.get(run_id)), count, head, trusted=False,
-            hash_at=lambda seq: log[seq].hash if seq < len(log) else None)
+            hash_at=lambda seq: log[seq].hash if seq < len(log) else None,
+            public=self._runs[run_id].status != "running")
 
     def signed_head(self, run_id: str) -> tuple[int, str, str | None]:
         with self._lock:

@@ -163,7 +163,8 @@ class SQLStore(SQLReads, DeskReads, SQLPrune, SQLFleet, SQLPeople, Store):
         count = known.log_count + len(events)
         last = events[-1].hash if events else known.log_head
         # Every commit signs the head it leaves: what the log witnesses is what was signed.
-        sig = self._sign(db, run_id, known, count, last, trusted=not locked)
+        sig = self._sign(db, run_id, known, count, last, trusted=not locked,
+                         public=new.status != "running")
         writes = commit_writes(self.sql, c, new, events, known, owner, sig,
                                lambda db: self._stale(db, run_id, owner, c.expected_version))
         self._send(db, writes, locked)
@@ -173,15 +174,16 @@ class SQLStore(SQLReads, DeskReads, SQLPrune, SQLFleet, SQLPeople, Store):
         return new
 
     def _sign(self, db: Any, run_id: str, base: Head, count: int, head: str, *,
-              trusted: bool) -> str:
-        """The signature of the head a commit leaves (see :meth:`Keys.extend`)."""
+              trusted: bool, public: bool) -> str:
+        """The signature of the head a commit leaves (see :meth:`Keys.extend`): Ed25519
+        when the run stops or waits (``public``), else a MAC."""
         def hash_at(seq: int) -> str | None:
             row = db.execute(f"SELECT hash FROM events WHERE run_id = {self.MARK} AND "
                              f"seq = {self.MARK}", (run_id, seq)).fetchone()
             return None if row is None else str(row[0])
 
         return self.keys.extend(run_id, (base.log_count, base.log_head, base.log_sig), count,
-                                head, trusted=trusted, hash_at=hash_at)
+                                head, trusted=trusted, hash_at=hash_at, public=public)
 
     def _stale(self, db: Any, run_id: str, owner: str | None, version: int | None) -> Exception:
         self._fence(db, run_id, owner, version)
@@ -295,7 +297,7 @@ class SQLStore(SQLReads, DeskReads, SQLPrune, SQLFleet, SQLPeople, Store):
         if claim is not None:
             (event,) = chained([claim], row[2], row[1])
             sig = self._sign(db, run_id, Head(row[0], row[1], row[2], row[4], row[5]),
-                             row[1] + 1, event.hash, trusted=False)
+                             row[1] + 1, event.hash, trusted=False, public=False)
             db.execute(sql.claimed_run, (row[0] + 1, row[1] + 1, event.hash, sig, run_id,
                                          row[0]))
             db.execute(sql.insert_event, event.row(EVENT_COLUMNS))
