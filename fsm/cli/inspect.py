@@ -252,6 +252,7 @@ def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None 
 
     wanted = _expected_head(expect)
     with reader_for(db) as store:
+        keys = dict(store.keys.public)
         try:
             report = audit(store, run_id)
             if wanted is not None and (wanted[0] != report.head
@@ -265,7 +266,7 @@ def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None 
             stone = store.tombstone(run_id)
             if stone is None:
                 raise
-            _pruned(stone, bundle, as_json)
+            _pruned(stone, bundle, as_json, keys)
             return
         except RowDamaged as exc:
             _damaged(run_id, exc, as_json)
@@ -279,7 +280,7 @@ def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None 
     if not report.ok:
         raise typer.Exit(1)
     if bundle is not None:
-        _check_bundle(bundle, run_id, expected)
+        _check_bundle(bundle, run_id, expected, keys)
 
 
 def _expected_head(expect: str | None) -> tuple[str, int | None] | None:
@@ -337,7 +338,7 @@ def _damaged(run_id: str, exc: RowDamaged, as_json: bool) -> None:
     raise typer.Exit(1)
 
 
-def _pruned(stone: Any, bundle: str | None, as_json: bool) -> None:
+def _pruned(stone: Any, bundle: str | None, as_json: bool, keys: dict[str, bytes]) -> None:
     if as_json:
         print_json({"run_id": stone.run_id, "ok": True, "pruned": True,
                     "events": stone.log_count, "head": stone.head,
@@ -348,15 +349,16 @@ def _pruned(stone: Any, bundle: str | None, as_json: bool) -> None:
                       f"pruned at {fmt_time(stone.pruned_at)} by {stone.pruned_by})",
                       markup=False)
     if bundle is not None:
-        _check_bundle(bundle, stone.run_id, (stone.head, stone.log_count))
+        _check_bundle(bundle, stone.run_id, (stone.head, stone.log_count), keys)
 
 
-def _check_bundle(path: str, run_id: str, expected: tuple[str, int]) -> None:
+def _check_bundle(path: str, run_id: str, expected: tuple[str, int],
+                  keys: dict[str, bytes]) -> None:
     from fsm.auditor.bundle import Unusable, verify
     from fsm.errors import UsageError
 
     try:
-        report = verify(path, {run_id: expected})
+        report = verify(path, {run_id: expected}, keys)
     except Unusable as exc:
         raise UsageError(str(exc)) from None
     console.print(report.text(), markup=False)
