@@ -85,7 +85,8 @@ def test_the_checker_proves_the_chain_the_rows_and_the_head_with_the_stdlib_alon
     # The module form, from the source tree, loads nothing beyond the standard library.
     probe = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = ['b', 'verify', "
              "sys.argv[2], '--key', sys.argv[3]]\ntry:\n    runpy.run_module("
-             "'fsm.auditor.bundle', run_name='__main__')\nexcept SystemExit as e:\n    code = e.code\nprint(sorted(m for m in "
+             "'fsm.auditor.bundle', run_name='__main__')\nexcept SystemExit as e:\n"
+             "    code = e.code\nprint(sorted(m for m in "
              "sys.modules if m.split('.')[0] in ('pydantic', 'typer', 'transitions', 'rich')))"
              "\nsys.exit(code)")
     (public,) = keys_of(runs).values()
