@@ -10,7 +10,9 @@
     │   └── SettingsError            an environment variable that cannot be used
     ├── StoreError                   the database could not be opened, read or written
     │   ├── StoreUnavailable         ... for now: a lost connection, a timeout (also Unavailable)
-    │   └── RowDamaged               one row cannot be read: which run, which table
+    │   ├── RowDamaged               one row cannot be read: which run, which table
+    │   └── SigningKeyError          the signing key is missing, unreadable or not the
+    │                                database's: nothing was written
     ├── Unavailable                  infrastructure under a step failed for now: retry later
     ├── ModelConfigError             a model adapter missing a setting, or unfit for the spec
     ├── PriceError                   a price table entry that cannot be read
@@ -98,6 +100,11 @@ class SettingsError(UsageError):
 
 class StoreError(FSMError):
     """The database could not be opened, read or written."""
+
+
+class SigningKeyError(StoreError):
+    """The key that signs the log's heads is missing, unreadable, or not the one the
+    database's runs were signed with: nothing was written."""
 
 
 class Unavailable(FSMError):

@@ -747,6 +747,9 @@ def covered_rows(c: StepCommit, first_message: int) -> dict[str, Any]:
         rows["effects"] = {k: effect_hash(r, e) for k, (r, e) in c.effects_done.items()}
     if c.new_approval is not None:
         rows["approval"] = [c.new_approval.approval_id, approval_hash(c.new_approval)]
+    if c.handover is not None:
+        rows["handover"] = [c.handover.handover_id,
+                            fingerprint(c.handover.model_dump(mode="json"))]
     if c.decision is not None:
         d = c.decision
         rows["decision"] = [d.approval_id,

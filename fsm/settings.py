@@ -71,6 +71,12 @@ class Settings(BaseSettings):
         "FULL", "SQLite's `synchronous` mode for the SQLite store (`FULL`, `NORMAL`, `OFF`); "
         "`OFF` is for benchmarks, never for money", kind="a SQLite synchronous mode",
         allowed="FULL, NORMAL, OFF or EXTRA")
+    key_file: str | None = _setting(
+        None, "the file of the key that signs every commit's log head (`fsm keys` shows "
+        "its public key); made, owner-only, when the database is made, and required once "
+        "the database holds signed runs", kind="a file", allowed="a path",
+        shown="beside a SQLite file (its path and `.key`); for PostgreSQL, a file named "
+        "after the URL in `~/.config/fsm/keys`")
     sqlite_busy_timeout: float = _seconds(
         10.0, "seconds SQLite waits for another process's write lock", most=1e6)
     pg_pool: int = _setting(

@@ -88,6 +88,12 @@ class ToolSpec:
     write: bool = False
     #: The write honours its idempotency key, so re-calling it after a crash is safe.
     retry_safe: bool = False
+    #: ``fn(key, ctx) -> result | None``: the outcome the world holds of this write under
+    #: its idempotency key (a payment looked up at the gateway), ``None`` when the world
+    #: has none (it never happened). Declared, recovery asks the world rather than trust
+    #: the effect row: a row the world contradicts hands the run over. (Not in the
+    #: definition hash: it changes what recovery trusts, never what the run may do.)
+    lookup: Callable[[str, ToolContext], Any] | None = None
     #: ``True``, or ``fn(args, facts) -> bool``: the call waits for a person first.
     approval: bool | Callable[[Any, Facts], bool] = False
     #: ``fn(result) -> event | None``: the workflow event the result fires. Hooks get the

@@ -28,6 +28,7 @@ from fsm.records import (
     verify_chain,
 )
 from fsm.runtime import claims
+from fsm.signing import UNCHECKED
 from fsm.store.base import Store
 
 
@@ -97,6 +98,7 @@ def audit(store: Store, run_id: str) -> AuditReport:
     report.problems.extend(_effects(effects, events))
     report.problems.extend(_claims(effects, events))
     report.problems.extend(_covered(store, run, events, approvals, effects))
+    _signed(store, run_id, events, effects, report)
     problems, report.notes = conversation_problems(store, run, events,
                                                    store.messages(run_id))
     report.problems.extend(problems)
@@ -108,6 +110,34 @@ def audit(store: Store, run_id: str) -> AuditReport:
     report.problems.extend(beside.refusals(store, run_id))
     report.head = head
     return report
+
+
+def _signed(store: Store, run_id: str, events: list[Event], effects: list[Effect],
+            report: AuditReport) -> None:
+    """The log's head is signed by a key of the keyring, every event was written by a
+    signed commit, and every finished effect's result was recorded by one. A running
+    run's head authenticated by a MAC is a warning where only public keys are at hand."""
+    # The head the run row records (the log is compared with it above).
+    count, head, text = store.signed_head(run_id)
+    signature = store.keys.check(run_id, count, head, text)
+    since = store.keys.since
+    if text is None and since is not None and all(e.time < since for e in events):
+        report.warnings.append("the run was written before this database signed its log "
+                               "heads: no key witnesses its rows")
+        return
+    if isinstance(signature, str):
+        if signature.endswith(UNCHECKED):
+            report.warnings.append(f"the log's head cannot be checked here: {signature}")
+        else:
+            report.problems.append(f"the log's head is not signed by the deployment's key "
+                                   f"({signature}): no row of this run is witnessed")
+        return
+    report.problems += [f"events seq {a}..{b - 1} were written by no signed commit (rows "
+                        "added behind fsm's back)" for a, b in signature.gaps]
+    report.problems += [
+        f"effect {e.key} ({e.tool}) is done, but no signed commit recorded its result"
+        for e in effects if e.status == "DONE" and any("rows" in ev.detail for ev in events)
+        and not claims.result_covered(e, events, signature)]
 
 
 def _desk_rows(store: Store, run_id: str) -> list[Handover]:

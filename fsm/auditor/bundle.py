@@ -1,62 +1,90 @@
 """Check an evidence bundle offline, with nothing but Python's standard library.
 
-    python -m fsm.auditor.bundle verify FILE.zip [--expect RUN=HEAD[:EVENTS]]...
+    python -m fsm.auditor.bundle verify FILE.zip --key KEY [--key KEY]...
+        [--expect RUN=HEAD[:EVENTS]]...
 
-``fsm export`` writes a bundle (the format: docs/reference/bundle.md). This checker needs
-no fsm, no database and no third-party package; it can be copied and run on its own. It
-proves:
+``fsm export`` writes a bundle (the format: docs/reference/bundle.md) and signs it with
+the deployment's key; ``KEY`` is a public key ``fsm keys show`` prints (64 hex digits,
+or ``ID HEX`` as printed). This checker needs no fsm, no database and no third-party
+package: it is this file, :mod:`fsm.auditor.bundle_rows` and :mod:`fsm.ed25519`, which
+can be copied into one folder and run there. It proves:
 
-- every file is the one the manifest lists (SHA-256), none is missing or added, and the
-  manifest's own digest holds;
-- each run's log is one hash chain from the genesis hash: each row's hash is SHA-256 of
-  the previous hash and the row's canonical JSON, and the last one is the head the run
-  row recorded, over the number of events it recorded;
-- every row the log covers still has the hash its commit recorded: the run's snapshot,
-  every range of transcript messages, the view of every step, every finished effect,
-  every approval as requested and every decision;
+- the manifest is signed by one of the keys given (Ed25519), and every file is the one
+  the manifest lists (SHA-256), none missing or added;
+- each run's log is one hash chain from the genesis hash to the head the run row
+  recorded, whose signature (or the manifest's, for a run still going) holds, and no
+  event lies in a range no signed commit wrote;
+- every row of every file is covered by a commit of its log: the snapshot, every
+  transcript message, every view, every effect (against its claim too), every approval
+  and decision, every handover row (against the desk events), and ``run.json`` against
+  its snapshot; a row no commit wrote is named;
+- no JSON object in it holds a key twice;
 - with ``--expect``, that the head (and the number of events) is the one you hold from
   elsewhere: ``fsm audit RUN`` prints it, and a pruned run's tombstone keeps it.
 
 What it does not prove: that the audit verdict, the diagrams, the definition's tables
-and the verifier's report say what fsm would say today; they are as exported (their
-hashes are in the manifest). Nothing in a bundle proves that the log is the whole
-story unless the head is checked against one kept elsewhere.
+and the verifier's report say what fsm would say today (they are as exported and
+signed); that the log is the whole story, unless the head is checked against one kept
+elsewhere (a run rolled back whole to an earlier signed state verifies); that the key
+was not stolen.
 
 Exit status: 0 verified, 1 a check failed, 2 the command line or the file is unusable.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
-FORMAT = "fsm-bundle/1"
+try:
+    from fsm.auditor.bundle_rows import Run, canonical, check_rows, sha256
+    from fsm.ed25519 import verify as ed25519_verify
+except ImportError:  # the checker's files copied into one folder
+    import os
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from bundle_rows import Run, canonical, check_rows, sha256  # type: ignore[no-redef]
+    from ed25519 import verify as ed25519_verify  # type: ignore[no-redef]
+
+__all__ = ["FORMAT", "MANIFEST", "Report", "Unusable", "canonical", "main", "sha256",
+           "signed_part", "verify"]
+
+FORMAT = "fsm-bundle/2"
 MANIFEST = "manifest.json"
 GENESIS = "0" * 64
-#: An approval's fields that its decision sets (the rest is what was requested).
-DECISION_FIELDS = ("decision", "reviewer", "note", "decided_at", "approved_args")
+#: How a run's head signature that only its key file can check begins (a MAC).
+MAC = "mac="
 
 
-def canonical(value: Any) -> str:
-    """Canonical JSON, as fsm hashes it: sorted keys, no spaces, UTF-8 kept."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def sha256(text: str | bytes) -> str:
-    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
-
-
-def manifest_digest(manifest: dict[str, Any]) -> str:
-    """The digest a manifest records of itself: over everything but the digest."""
-    return sha256(canonical({k: v for k, v in manifest.items() if k != "digest"}))
+def signed_part(manifest: dict[str, Any]) -> bytes:
+    """The bytes a manifest's signature signs: its canonical JSON without the signature."""
+    return canonical({k: v for k, v in manifest.items() if k != "signature"}).encode()
 
 
 class Unusable(Exception):
     """The file cannot be read as a bundle at all."""
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate(f"a JSON object holds the key {key!r} twice")
+        out[key] = value
+    return out
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads``, refusing an object that holds a key twice (which readers resolve
+    differently: the checker and another tool could each see a different row)."""
+    return json.loads(text, object_pairs_hook=_no_duplicates)
 
 
 @dataclass
@@ -77,9 +105,9 @@ class Report:
         lines += [f"  problem: {p}" for p in self.problems]
         if self.ok:
             lines.append("  not proved: that the audit verdict, diagrams, tables and verifier "
-                         "report are what fsm says today (they are as exported), nor that the "
-                         "log is complete unless its head was checked against one kept "
-                         "elsewhere (--expect)")
+                         "report are what fsm says today (they are as exported and signed), "
+                         "nor that the log is complete unless its head was checked against "
+                         "one kept elsewhere (--expect), nor that the key was not stolen")
         return "\n".join(lines)
 
 
@@ -87,7 +115,7 @@ def _lines(files: dict[str, bytes], name: str) -> list[dict[str, Any]]:
     data = files.get(name)
     if data is None:
         return []
-    return [json.loads(line) for line in data.decode().splitlines() if line.strip()]
+    return [loads(line) for line in data.decode().splitlines() if line.strip()]
 
 
 def _chain(run_id: str, events: list[dict[str, Any]], problems: list[str]) -> str:
@@ -110,98 +138,49 @@ def _chain(run_id: str, events: list[dict[str, Any]], problems: list[str]) -> st
     return prev
 
 
-@dataclass
-class _Run:
-    run_id: str
-    meta: dict[str, Any]
-    events: list[dict[str, Any]]
-    messages: list[dict[str, Any]]
-    views: dict[int, dict[str, Any]]
-    effects: dict[str, dict[str, Any]]
-    approvals: dict[str, dict[str, Any]]
+def head_message(run_id: str, count: int, head: str, gaps: str) -> bytes:
+    """What fsm signs of a run's head (``fsm.signing.head_message``)."""
+    return f"fsm-head/1\n{run_id}\n{count}\n{head}\n{gaps}".encode()
 
 
-def _covered(run: _Run, problems: list[str]) -> int:
-    """Check each row the log's commits covered; how many were checked."""
-    checked = 0
-    covering = [e for e in run.events if isinstance(e.get("detail", {}).get("rows"), dict)]
-    if covering:
-        rows = covering[-1]["detail"]["rows"]
-        checked += 1
-        if rows.get("snapshot") != sha256(str(run.meta.get("snapshot", ""))):
-            problems.append(f"run {run.run_id}: the run's snapshot differs from what event seq "
-                            f"{covering[-1]['seq']} recorded")
-    for e in covering:
-        rows = e["detail"]["rows"]
-        try:
-            checked += _covered_rows(run, e["seq"], rows, problems)
-        except (TypeError, ValueError, KeyError, IndexError):
-            problems.append(f"run {run.run_id}: event seq {e['seq']}'s record of the rows its "
-                            "commit wrote is malformed")
-    return checked
+def _head_signed(run: Run, count: int, head: str, keys: dict[str, bytes]) -> list[str]:
+    """The run's head is signed (or, for a run still going, authenticated by a MAC that
+    the manifest's signature vouches for), and no event is in a gap."""
+    text = str(run.meta.get("log_sig") or "")
+    parts = text.split(":")
+    if len(parts) != 4 or parts[1] != str(count):
+        return [f"run {run.run_id}: its head carries no signature of its {count} events"]
+    kid, _, gaps, sig = parts
+    out = [f"run {run.run_id}: events seq {g.replace('-', '..')} (end excluded) were "
+           "written by no signed commit" for g in gaps.split(";") if g]
+    if sig.startswith(MAC):
+        return out  # checked by the exporter with the key file; the manifest vouches
+    public = keys.get(kid)
+    if public is None:
+        return out + [f"run {run.run_id}: its head is signed with key {kid}, which is not "
+                      "one of the keys given"]
+    try:
+        good = ed25519_verify(public, head_message(run.run_id, count, head, gaps),
+                              bytes.fromhex(sig))
+    except ValueError:
+        good = False
+    return out + ([] if good else [f"run {run.run_id}: its head's signature does not verify"])
 
 
-def _covered_rows(run: _Run, seq: int, rows: dict[str, Any], problems: list[str]) -> int:
-    checked = 0
-    where = f"run {run.run_id}: event seq {seq}:"
-    if "messages" in rows:
-        start, end, digest = rows["messages"]
-        checked += 1
-        if sha256(canonical(run.messages[start:end])) != digest:
-            problems.append(f"{where} transcript messages {start}..{end - 1} were changed, "
-                            "removed or reordered")
-    if "view" in rows:
-        step, digest = rows["view"]
-        checked += 1
-        view = run.views.get(step)
-        if view is None or sha256(canonical(view)) != digest:
-            problems.append(f"{where} the view of step {step} was changed or removed")
-    for key, digest in (rows.get("effects") or {}).items():
-        checked += 1
-        eff = run.effects.get(key)
-        if eff is None or eff.get("status") != "DONE" or sha256(canonical(
-                {"status": "DONE", "result": eff.get("result"),
-                 "error": eff.get("error")})) != digest:
-            problems.append(f"{where} the effect {key} was changed or removed")
-    checked += _covered_approval(run, where, rows, problems)
-    return checked
-
-
-def _covered_approval(run: _Run, where: str, rows: dict[str, Any],
-                      problems: list[str]) -> int:
-    checked = 0
-    if "approval" in rows:
-        aid, digest = rows["approval"]
-        checked += 1
-        a = run.approvals.get(aid)
-        asked = {k: v for k, v in (a or {}).items() if k not in DECISION_FIELDS}
-        if a is None or sha256(canonical(asked)) != digest:
-            problems.append(f"{where} approval {aid} as requested was changed or removed")
-    if "decision" in rows:
-        aid, digest = rows["decision"]
-        checked += 1
-        a = run.approvals.get(aid) or {}
-        decided = {"approval_id": aid, "decision": a.get("decision"),
-                   "reviewer": a.get("reviewer"), "note": a.get("note"),
-                   "time": a.get("decided_at"), "args": a.get("approved_args")}
-        if not a or sha256(canonical(decided)) != digest:
-            problems.append(f"{where} the decision on approval {aid} was changed")
-    return checked
-
-
-def _read_run(files: dict[str, bytes], entry: dict[str, Any]) -> _Run:
+def _read_run(files: dict[str, bytes], entry: dict[str, Any]) -> Run:
     folder = entry["folder"]
-    meta = json.loads(files[f"{folder}/run.json"].decode())
-    return _Run(
+    meta = loads(files[f"{folder}/run.json"].decode())
+    return Run(
         run_id=entry["run_id"], meta=meta, events=_lines(files, f"{folder}/events.jsonl"),
         messages=_lines(files, f"{folder}/transcript.jsonl"),
-        views={v["step"]: v for v in _lines(files, f"{folder}/views.jsonl")},
-        effects={e["key"]: e for e in _lines(files, f"{folder}/effects.jsonl")},
-        approvals={a["approval_id"]: a for a in _lines(files, f"{folder}/approvals.jsonl")},
+        views=_lines(files, f"{folder}/views.jsonl"),
+        effects=_lines(files, f"{folder}/effects.jsonl"),
+        approvals=_lines(files, f"{folder}/approvals.jsonl"),
+        handovers=_lines(files, f"{folder}/handovers.jsonl"),
     )
 
 
-def _check_run(files: dict[str, bytes], entry: dict[str, Any],
+def _check_run(files: dict[str, bytes], entry: dict[str, Any], keys: dict[str, bytes],
                expect: dict[str, tuple[str, int | None]], report: Report) -> None:
     run = _read_run(files, entry)
     problems: list[str] = []
@@ -213,7 +192,14 @@ def _check_run(files: dict[str, bytes], entry: dict[str, Any],
                         f"the run row recorded {recorded[0]} after {recorded[1]}")
     if (entry.get("head"), entry.get("events")) != (head, count) and not problems:
         problems.append(f"run {run.run_id}: the manifest names another head or count")
-    checked = _covered(run, problems) if not problems else 0
+    if run.run_id != run.meta.get("run_id") or any(e.get("run_id") != run.run_id
+                                                   for e in run.events):
+        problems.append(f"run {run.run_id}: its files name another run")
+    checked = 0
+    if not problems:
+        problems += _head_signed(run, count, head, keys)
+        found, checked = check_rows(run)
+        problems += found
     wanted = expect.pop(run.run_id, None)
     if wanted is not None and not problems:
         if wanted[0] != head or wanted[1] not in (None, count):
@@ -223,21 +209,25 @@ def _check_run(files: dict[str, bytes], entry: dict[str, Any],
     report.problems += problems
     if not problems:
         report.proved.append(
-            f"run {run.run_id}: {count} events form one hash chain from the genesis hash to "
-            f"head {head}, which the run row recorded; {checked} rows its commits wrote "
-            f"({len(run.messages)} transcript messages, {len(run.views)} views, "
-            f"{len(run.effects)} effects, {len(run.approvals)} approvals) have the hashes the "
-            "log recorded" + ("; the head is the one expected" if wanted else ""))
+            f"run {run.run_id}: {count} events form one signed hash chain from the genesis "
+            f"hash to head {head}, which the run row recorded; all {checked} rows of its "
+            f"files ({len(run.messages)} transcript messages, {len(run.views)} views, "
+            f"{len(run.effects)} effects, {len(run.approvals)} approvals, "
+            f"{len(run.handovers)} handovers, run.json) are covered by its commits"
+            + ("; the head is the one expected" if wanted else ""))
 
 
 def _read(path: str) -> tuple[dict[str, Any], dict[str, bytes]]:
     try:
         with zipfile.ZipFile(path) as z:
+            names = [i.filename for i in z.infolist() if not i.is_dir()]
+            if len(names) != len(set(names)):
+                raise Unusable(f"{path}: the zip file holds a member name twice")
             files = {i.filename: z.read(i) for i in z.infolist() if not i.is_dir()}
     except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as exc:
         raise Unusable(f"{path}: not a readable zip file ({exc})") from None
     try:
-        manifest = json.loads(files[MANIFEST].decode())
+        manifest = loads(files[MANIFEST].decode())
     except KeyError:
         raise Unusable(f"{path}: no {MANIFEST}: not an fsm evidence bundle") from None
     except (ValueError, UnicodeDecodeError) as exc:
@@ -247,9 +237,33 @@ def _read(path: str) -> tuple[dict[str, Any], dict[str, bytes]]:
     return manifest, files
 
 
+def _check_signature(manifest: dict[str, Any], keys: dict[str, bytes],
+                     report: Report) -> None:
+    signer = manifest.get("key")
+    kid = str(signer.get("id")) if isinstance(signer, dict) else "(none)"
+    sig = str(manifest.get("signature") or "")
+    if not keys:
+        report.problems.append("no public key was given (--key): who signed the bundle "
+                               "cannot be checked")
+        return
+    public = keys.get(kid)
+    if public is None:
+        report.problems.append(f"{MANIFEST} is signed with key {kid}, which is not one of "
+                               "the keys given")
+        return
+    try:
+        good = ed25519_verify(public, signed_part(manifest), bytes.fromhex(sig))
+    except ValueError:
+        good = False
+    if not good:
+        report.problems.append(f"{MANIFEST}'s signature does not verify with key {kid} (the "
+                               "manifest was changed, or signed by another key)")
+    else:
+        report.proved.append(f"{MANIFEST} is signed with key {kid}")
+
+
 def _check_files(manifest: dict[str, Any], files: dict[str, bytes], report: Report) -> None:
-    if manifest.get("digest") != manifest_digest(manifest):
-        report.problems.append(f"{MANIFEST} was changed (its digest does not match)")
+    before = len(report.problems)
     listed: dict[str, str] = manifest.get("files") or {}
     for name, digest in sorted(listed.items()):
         if name not in files:
@@ -259,22 +273,27 @@ def _check_files(manifest: dict[str, Any], files: dict[str, bytes], report: Repo
     extra = sorted(set(files) - set(listed) - {MANIFEST})
     if extra:
         report.problems.append(f"files the manifest does not list: {', '.join(extra)}")
-    if not report.problems:
+    if len(report.problems) == before:
         report.proved.append(f"all {len(listed)} files are those the manifest lists, "
-                             "unchanged, and the manifest's digest holds")
+                             "unchanged")
 
 
-def verify(path: str, expect: dict[str, tuple[str, int | None]] | None = None) -> Report:
-    """Check the bundle at ``path``; ``expect`` maps run ids to the (head, events) held
-    from elsewhere. :class:`Unusable` when it cannot be read as a bundle at all."""
+def verify(path: str, expect: dict[str, tuple[str, int | None]] | None = None,
+           keys: dict[str, bytes] | None = None) -> Report:
+    """Check the bundle at ``path`` against the public ``keys`` (key id → 32 raw bytes);
+    ``expect`` maps run ids to the (head, events) held from elsewhere.
+    :class:`Unusable` when it cannot be read as a bundle at all."""
     manifest, files = _read(path)
     report = Report()
+    trusted = dict(keys or {})
     wanted = dict(expect or {})
+    _check_signature(manifest, trusted, report)
     _check_files(manifest, files, report)
     for entry in manifest.get("runs") or []:
         try:
-            _check_run(files, entry, wanted, report)
-        except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError) as exc:
+            _check_run(files, entry, trusted, wanted, report)
+        except (KeyError, TypeError, ValueError, UnicodeDecodeError, AttributeError,
+                IndexError) as exc:
             report.problems.append(f"run {entry.get('run_id', '?')}: its files cannot be read "
                                    f"({type(exc).__name__}: {exc})")
     for run_id in sorted(wanted):
@@ -294,22 +313,42 @@ def _expectations(items: list[str]) -> dict[str, tuple[str, int | None]]:
     return out
 
 
-USAGE = ("usage: python -m fsm.auditor.bundle verify FILE.zip [--expect RUN=HEAD[:EVENTS]]...")
+def key_of(text: str) -> tuple[str, bytes]:
+    """A public key as given: ``HEX`` (64 hex digits) or ``ID HEX`` (as ``fsm keys show``
+    prints it); its id is the first 16 hex digits of the SHA-256 of its bytes."""
+    raw = next((t for t in text.split() if len(t) == 64), "")
+    try:
+        public = bytes.fromhex(raw)
+    except ValueError:
+        public = b""
+    if len(public) != 32:
+        raise Unusable(f"--key takes a public key of 64 hex digits (fsm keys show prints "
+                       f"it), not {text!r}")
+    return sha256(public)[:16], public
+
+
+USAGE = ("usage: python -m fsm.auditor.bundle verify FILE.zip --key KEY [--key KEY]... "
+         "[--expect RUN=HEAD[:EVENTS]]...")
+
+
+def _arguments(rest: list[str]) -> tuple[list[str], list[str]]:
+    expects: list[str] = []
+    keys: list[str] = []
+    while rest:
+        if rest[0] not in ("--expect", "--key") or len(rest) < 2:
+            raise Unusable(f"unknown argument {rest[0]!r}\n{USAGE}")
+        (expects if rest[0] == "--expect" else keys).append(rest[1])
+        rest = rest[2:]
+    return expects, keys
 
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or argv[0] != "verify":
         print(USAGE, file=sys.stderr)
         return 2
-    path, rest, expects = argv[1], argv[2:], []
-    while rest:
-        if rest[0] != "--expect" or len(rest) < 2:
-            print(f"error: unknown argument {rest[0]!r}\n{USAGE}", file=sys.stderr)
-            return 2
-        expects.append(rest[1])
-        rest = rest[2:]
     try:
-        report = verify(path, _expectations(expects))
+        expects, keys = _arguments(argv[2:])
+        report = verify(argv[1], _expectations(expects), dict(map(key_of, keys)))
     except Unusable as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -12,12 +12,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from fsm.auditor.audit import audit
-from fsm.auditor.bundle import FORMAT, MANIFEST, canonical, manifest_digest, sha256
+from fsm.auditor.bundle import FORMAT, MANIFEST, canonical, sha256, signed_part
 from fsm.auditor.diagram import extract, overlay
 from fsm.auditor.render import DOT_TIMEOUT, GraphvizMissing, render, to_dot
 from fsm.auditor.verify import verify
 from fsm.errors import BundleError, RunNotFound
 from fsm.records import utc
+from fsm.signing import Keys
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 
@@ -33,15 +34,19 @@ def _run_files(store: Store, run_id: str, spec: WorkflowSpec | None,
                dot_timeout: float) -> dict[str, bytes]:
     run = store.load_run(run_id)
     events = store.events(run_id)
-    count, head = store.log_head(run_id)
+    count, head, sig = store.signed_head(run_id)
     status, workflow = store.run_columns(run_id)
     report = audit(store, run_id)
+    unsigned = [p for p in report.problems if "signed" in p]
+    if unsigned:
+        # The bundle's signature must not vouch for rows the deployment never signed.
+        raise BundleError(f"run {run_id!r}: {unsigned[0]}; nothing was written")
     views = [store.view_record(run_id, step) for step in sorted({e.step for e in events})]
     files = {
         "run.json": json.dumps({
             "run_id": run.run_id, "workflow": workflow, "status": status,
-            "definition_hash": run.definition_hash, "version": run.version,
-            "log_count": count, "log_head": head, "snapshot": store.snapshot_text(run_id),
+            "definition_hash": run.definition_hash, "log_count": count, "log_head": head,
+            "log_sig": sig, "snapshot": store.snapshot_text(run_id),
         }, indent=2, ensure_ascii=False, sort_keys=True).encode(),
         "events.jsonl": _jsonl({**e.body(), "hash": e.hash} for e in events),
         "transcript.jsonl": _jsonl(store.messages(run_id)),
@@ -79,12 +84,27 @@ def _definition_files(spec: WorkflowSpec) -> dict[str, bytes]:
     }
 
 
+def _signing_keys(store: Store) -> Keys:
+    keys = store.keys
+    if keys.private is None or keys.current is None:
+        raise BundleError("a bundle is signed with the deployment's key, and there is no "
+                          f"private key here{f' ({keys.path})' if keys.path else ''}; "
+                          "nothing was written")
+    return keys
+
+
+def _signature(keys: Keys, data: bytes) -> str:
+    assert keys.private is not None
+    return keys.private.sign(data).hex()
+
+
 def export(store: Store, run_ids: list[str], spec_of: SpecOf, *, now: float,
            by: str = "", dot_timeout: float = DOT_TIMEOUT) -> bytes:
     """The bundle of ``run_ids`` as the bytes of a zip file (its diagrams drawn by
     Graphviz within ``dot_timeout`` seconds each)."""
     if not run_ids:
         raise BundleError("name at least one run to export")
+    keys = _signing_keys(store)
     files: dict[str, bytes] = {}
     runs, definitions = [], {}
     for i, run_id in enumerate(dict.fromkeys(run_ids)):
@@ -111,8 +131,9 @@ def export(store: Store, run_ids: list[str], spec_of: SpecOf, *, now: float,
         "format": FORMAT, "exported_at": utc(now), "exported_by": by, "runs": runs,
         "definitions": sorted(definitions),
         "files": {name: sha256(data) for name, data in sorted(files.items())},
+        "key": {"id": keys.current, "public": keys.public[str(keys.current)].hex()},
     }
-    manifest["digest"] = manifest_digest(manifest)
+    manifest["signature"] = _signature(keys, signed_part(manifest))
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr(MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False,

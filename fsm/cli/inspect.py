@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from fsm.errors import RowDamaged, RunError
+from fsm.errors import RowDamaged, RunError, UsageError
 
 if TYPE_CHECKING:  # ``fsm --help`` must not import pydantic's models
     from fsm.transcript import Message
@@ -238,20 +238,35 @@ def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None 
               bundle: str | None = typer.Option(
                   None, "--bundle", help="also check this evidence bundle of the run "
                   "against the head this database holds (for a pruned run: its tombstone)"),
+              expect: str | None = typer.Option(
+                  None, "--expect", metavar="HEAD[:EVENTS]",
+                  help="the head (and number of events) held from outside the database "
+                  "(an earlier audit, a notification, a bundle): a run rolled back whole to "
+                  "an earlier signed state fails"),
               as_json: bool = JsonOpt) -> None:
-    """Verify a run's hash chain and its log against the run row; exit 1 if altered. A
-    pruned run is reported with the head and number of events its tombstone keeps."""
+    """Verify a run's hash chain, its signature and its log against the run row; exit 1
+    if altered. A pruned run is reported with the head and number of events its
+    tombstone keeps."""
     from fsm.auditor.audit import audit
     from fsm.errors import RunNotFound
 
+    wanted = _expected_head(expect)
     with reader_for(db) as store:
+        keys = dict(store.keys.public)
         try:
             report = audit(store, run_id)
+            if wanted is not None and (wanted[0] != report.head
+                                       or wanted[1] not in (None, report.events)):
+                report.problems.append(
+                    f"its head is {report.head} after {report.events} events, not the "
+                    f"expected {wanted[0]}" + (f" after {wanted[1]}" if wanted[1] is not None
+                                               else "")
+                    + " (rolled back, or the log rewritten)")
         except RunNotFound:
             stone = store.tombstone(run_id)
             if stone is None:
                 raise
-            _pruned(stone, bundle, as_json)
+            _pruned(stone, bundle, as_json, keys)
             return
         except RowDamaged as exc:
             _damaged(run_id, exc, as_json)
@@ -265,7 +280,18 @@ def audit_cmd(run_id: str = typer.Argument(..., help="the run"), db: str | None 
     if not report.ok:
         raise typer.Exit(1)
     if bundle is not None:
-        _check_bundle(bundle, run_id, expected)
+        _check_bundle(bundle, run_id, expected, keys)
+
+
+def _expected_head(expect: str | None) -> tuple[str, int | None] | None:
+    if expect is None:
+        return None
+    head, _, count = expect.partition(":")
+    if len(head) != 64 or any(c not in "0123456789abcdef" for c in head) \
+            or (count and not count.isdigit()):
+        raise UsageError(f"--expect takes HEAD or HEAD:EVENTS (a 64-digit hex head), not "
+                         f"{expect!r}")
+    return head, int(count) if count else None
 
 
 def _print_audit(run_id: str, report: Any) -> None:
@@ -312,7 +338,7 @@ def _damaged(run_id: str, exc: RowDamaged, as_json: bool) -> None:
     raise typer.Exit(1)
 
 
-def _pruned(stone: Any, bundle: str | None, as_json: bool) -> None:
+def _pruned(stone: Any, bundle: str | None, as_json: bool, keys: dict[str, bytes]) -> None:
     if as_json:
         print_json({"run_id": stone.run_id, "ok": True, "pruned": True,
                     "events": stone.log_count, "head": stone.head,
@@ -323,15 +349,16 @@ def _pruned(stone: Any, bundle: str | None, as_json: bool) -> None:
                       f"pruned at {fmt_time(stone.pruned_at)} by {stone.pruned_by})",
                       markup=False)
     if bundle is not None:
-        _check_bundle(bundle, stone.run_id, (stone.head, stone.log_count))
+        _check_bundle(bundle, stone.run_id, (stone.head, stone.log_count), keys)
 
 
-def _check_bundle(path: str, run_id: str, expected: tuple[str, int]) -> None:
+def _check_bundle(path: str, run_id: str, expected: tuple[str, int],
+                  keys: dict[str, bytes]) -> None:
     from fsm.auditor.bundle import Unusable, verify
     from fsm.errors import UsageError
 
     try:
-        report = verify(path, {run_id: expected})
+        report = verify(path, {run_id: expected}, keys)
     except Unusable as exc:
         raise UsageError(str(exc)) from None
     console.print(report.text(), markup=False)

@@ -18,12 +18,14 @@ from pydantic import ValidationError
 
 from fsm.errors import validation_summary
 from fsm.records import (
+    GENESIS,
     Approval,
     ApprovedCall,
     Effect,
     Event,
     RunState,
     describe,
+    effect_hash,
     fingerprint,
     shown,
     verify_chain,
@@ -31,6 +33,8 @@ from fsm.records import (
 from fsm.runtime import review
 from fsm.runtime.context import StepContext
 from fsm.runtime.customer import confirmation_problem
+from fsm.signing import Signature
+from fsm.store.roles import RunReads
 
 
 def binding(approved: ApprovedCall | None, approval: Approval | None,
@@ -66,11 +70,25 @@ def covers(claim: Event, effect: Effect) -> bool:
             and claim.detail.get("args_hash") == fingerprint(effect.args))
 
 
-def witness(effect: Effect, events: list[Event]) -> Event | str:
-    """The claim event of ``effect`` in a run's log, or why the log does not witness it."""
+def signed(store: RunReads, run_id: str, events: list[Event]) -> Signature | str:
+    """The signature of the run's log head when it signs exactly ``events`` (the log as
+    read) with a key of the store's keyring, else why not (see :mod:`fsm.signing`)."""
+    count, head, text = store.signed_head(run_id)
+    last = events[-1].hash if events else GENESIS
+    if (count, head) != (len(events), last):
+        return (f"the run row records {count} events up to {head[:12]}…, the log has "
+                f"{len(events)} up to {last[:12]}…")
+    return store.keys.check(run_id, count, head, text)
+
+
+def witness(effect: Effect, events: list[Event], signature: Signature | str) -> Event | str:
+    """The claim event of ``effect`` in a run's log, or why the log does not witness it:
+    the chain is intact, and a signed commit wrote the claim."""
     broken = verify_chain(events)
     if broken is not None:
         return f"the run's log is broken ({broken})"
+    if isinstance(signature, str):
+        return f"the run's log head is not signed by the deployment's key ({signature})"
     if effect.claim is None:
         return "no claim in the log records it"
     found = next((e for e in reversed(events) if e.hash == effect.claim), None)
@@ -79,7 +97,24 @@ def witness(effect: Effect, events: list[Event]) -> Event | str:
     if not covers(found, effect):
         return (f"event seq {found.seq} is not a claim of this call (its key, tool, step "
                 "or arguments differ)")
+    if not signature.covers(found.seq):
+        return f"its claim (event seq {found.seq}) was written by no signed commit"
     return found
+
+
+def result_covered(effect: Effect, events: list[Event], signature: Signature | str) -> bool:
+    """Whether a signed commit recorded ``effect``'s status, result and error as the row
+    holds them."""
+    if isinstance(signature, str):
+        return False
+    digest = effect_hash(effect.result, effect.error)
+    for e in events:
+        rows = e.detail.get("rows")
+        done = rows.get("effects") if isinstance(rows, dict) else None
+        if isinstance(done, dict) and done.get(effect.key) == digest \
+                and signature.covers(e.seq):
+            return True
+    return False
 
 
 def claim_problem(ctx: StepContext, run: RunState, effect: Effect, *,
@@ -93,7 +128,8 @@ def claim_problem(ctx: StepContext, run: RunState, effect: Effect, *,
     customer's confirmation this step spent on the call (checked already); without it,
     a call that needs one must still hold the run's.
     """
-    found = witness(effect, ctx.store.events(run.run_id))
+    events = ctx.store.events(run.run_id)
+    found = witness(effect, events, signed(ctx.store, run.run_id, events))
     if isinstance(found, str):
         return (f"effect {effect.key} ({effect.tool}, {effect.status}) is not witnessed by "
                 f"the log: {found}; nothing ran")

@@ -466,9 +466,20 @@ class Step(CustomerSteps):
 
     def _settled(self, tool: ToolSpec, args: BaseModel, existing: Effect,
                  confirmed: dict[str, Any]) -> bool:
-        """A claim found from before: its recorded result is replayed (done), or the run
-        is handed over as in doubt (started, not retry-safe); False: call it again."""
+        """A claim found from before: the world is asked (a tool that declares a lookup),
+        its recorded result replayed (done, and a signed commit recorded it), or the run
+        is handed over (in doubt, or a result no signed commit recorded); False: call it
+        again."""
+        if tool.lookup is not None:
+            return self._asked_world(tool, args, existing, confirmed)
         if existing.status == "DONE":
+            events = self.ctx.store.events(self.run.run_id)
+            if not claims.result_covered(existing, events,
+                                         claims.signed(self.ctx.store, self.run.run_id, events)):
+                self.refuse_claim(existing, f"effect {existing.key} ({existing.tool}) is done, "
+                                            "but no signed commit recorded its result; nothing "
+                                            "is replayed")
+                return True
             self.event("tool", tool=tool.name,
                        detail={"key": existing.key, "replayed": True, **confirmed})
             self._finish_call(tool, args, existing.result, existing.error)
@@ -477,6 +488,41 @@ class Step(CustomerSteps):
             self.stop("handed_over", f"in doubt: {tool.name} {existing.key}")
             return True
         return False
+
+    def _asked_world(self, tool: ToolSpec, args: BaseModel, existing: Effect,
+                     confirmed: dict[str, Any]) -> bool:
+        """Recovery of a write whose tool looks its outcome up by key: the world's outcome
+        is the result (recorded now); none there, the call is made again under the same
+        key (False); a row the world contradicts hands the run over."""
+        assert tool.lookup is not None
+        ctx = ToolContext(run_id=self.run.run_id, user=self.run.user, step=self.step,
+                          facts=MappingProxyType(self.run.facts), key=existing.key,
+                          resources=self.ctx.resources)
+        try:
+            found = tool.lookup(existing.key, ctx)
+        except Exception as exc:
+            if is_transient(exc):
+                raise Unavailable(f"{tool.name}: looking up {existing.key}: "
+                                  f"{describe(exc)}") from exc
+            self.stop("handed_over", f"in doubt: {tool.name} {existing.key} (its lookup "
+                                     f"raised {describe(exc)})")
+            return True
+        if found is None and existing.status != "DONE":
+            return False  # the world never saw the key: the call is made now, once
+        recorded, text, error = _recorded(tool.name, found, None)
+        if found is None or error is not None or (
+                existing.status == "DONE" and (existing.error, existing.result)
+                != (None, recorded)):
+            said = "has no outcome" if found is None else f"says {shown(text or found)}"
+            self.refuse_claim(existing, f"effect {existing.key} ({existing.tool}) says "
+                                        f"{existing.status}, but the world {said} under its "
+                                        "key; nothing is replayed")
+            return True
+        self.effects_done[existing.key] = (recorded, None)
+        self.event("tool", tool=tool.name,
+                   detail={"key": existing.key, "looked_up": True, **confirmed})
+        self._finish_call(tool, args, recorded, None, text)
+        return True
 
     def refuse_claim(self, effect: Effect, problem: str) -> None:
         """A claimed row the log does not witness, or that the tables no longer allow:

@@ -59,12 +59,12 @@ def open_store(db: str | None = None, *, settings: Settings | None = None,
         from fsm.store.pg_session import Timeouts
 
         return PostgresStore(url, pool_size=pool_size or s.pg_pool, readonly=readonly,
-                             timeouts=Timeouts.of(s))
+                             timeouts=Timeouts.of(s), key_file=s.key_file)
     busy = int(s.sqlite_busy_timeout * 1000)
     if readonly:
-        return SQLiteStore(path, readonly=True, busy_timeout_ms=busy)
+        return SQLiteStore(path, readonly=True, busy_timeout_ms=busy, key_file=s.key_file)
     return SQLiteStore(path, synchronous=synchronous or s.synchronous, adopt=adopt,
-                       busy_timeout_ms=busy)
+                       busy_timeout_ms=busy, key_file=s.key_file)
 
 
 __all__ = ["Claimed", "Lease", "MemoryStore", "SQLiteStore", "Store", "StoreError", "URL_HELP",

@@ -281,6 +281,10 @@ class SQLReads:
         row = self._run_row("log_count, log_head", run_id)
         return int(row[0]), str(row[1])
 
+    def signed_head(self, run_id: str) -> tuple[int, str, str | None]:
+        row = self._run_row("log_count, log_head, log_sig", run_id)
+        return int(row[0]), str(row[1]), (None if row[2] is None else str(row[2]))
+
     def refusal_head(self, run_id: str) -> tuple[int, str] | None:
         row = self._run_row("refusal_count, refusal_head", run_id)
         return int(row[0]), str(row[1])

@@ -28,6 +28,7 @@ from fsm.records import (
     ViewRecord,
     chain,
 )
+from fsm.signing import Keys
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import check_fence, expiry, lease_held
 from fsm.store.memory_desk import MemoryDesk
@@ -42,7 +43,13 @@ from fsm.store.people import (
 
 
 class MemoryStore(MemoryDesk, Store):
-    def __init__(self) -> None:
+    """Every row as objects in this process; ``keys`` sign the log's heads (default: a
+    new key held in memory, which dies with the store)."""
+
+    def __init__(self, keys: Keys | None = None) -> None:
+        self.keys = keys or Keys.generate()
+        #: run_id → the signature of its log head.
+        self._sigs: dict[str, str] = {}
         self._lock = threading.RLock()
         self._runs: dict[str, RunState] = {}
         self._messages: dict[str, list[dict[str, Any]]] = {}
@@ -122,7 +129,9 @@ class MemoryStore(MemoryDesk, Store):
                 self._views[run_id][commit.view.step] = commit.view.model_copy(deep=True)
             log = self._events[run_id]
             prev = log[-1].hash if log else GENESIS
+            base = (len(log), prev)
             log.extend(Event.model_construct(**row) for row in chain(commit.events, prev, len(log)))
+            self._sign(run_id, base)
             for key, (result, error) in commit.effects_done.items():
                 eff = self._effects[key]
                 self._effects[key] = eff.model_copy(update={
@@ -177,9 +186,11 @@ class MemoryStore(MemoryDesk, Store):
             row = effect.model_copy(deep=True)
             if claim is not None:
                 log = self._events[effect.run_id]
-                (logged,) = chain([claim], log[-1].hash if log else GENESIS, len(log))
+                base = (len(log), log[-1].hash if log else GENESIS)
+                (logged,) = chain([claim], base[1], len(log))
                 log.append(Event.model_construct(**logged))
                 row.claim = logged["hash"]
+                self._sign(effect.run_id, base)
                 self._runs[run.run_id] = run.model_copy(update={"version": run.version + 1})
             self._effects[effect.key] = row
             return None
@@ -206,6 +217,19 @@ class MemoryStore(MemoryDesk, Store):
     def artifact(self, sha256: str) -> str | None:
         with self._lock:
             return self._artifacts.get(sha256)
+
+    def _sign(self, run_id: str, base: tuple[int, str]) -> None:
+        count, head = self.log_head(run_id)
+        log = self._events[run_id]
+        self._sigs[run_id] = self.keys.extend(
+            run_id, (*base, self._sigs.get(run_id)), count, head, trusted=False,
+            hash_at=lambda seq: log[seq].hash if seq < len(log) else None,
+            public=self._runs[run_id].status != "running")
+
+    def signed_head(self, run_id: str) -> tuple[int, str, str | None]:
+        with self._lock:
+            count, head = self.log_head(run_id)
+            return count, head, self._sigs.get(run_id)
 
     def log_head(self, run_id: str) -> tuple[int, str]:
         with self._lock:

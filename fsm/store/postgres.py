@@ -22,11 +22,12 @@ from psycopg_pool import ConnectionPool
 
 from fsm.errors import FSMError, StoreError, StoreUnavailable
 from fsm.faults import fault
+from fsm.signing import default_key_file, for_database, verify_keys
 from fsm.store.dialect import POSTGRES
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 from fsm.store.pg_session import Timeouts, failure, session_kwargs
 from fsm.store.sql import SQLStore
-from fsm.store.statements import Write
+from fsm.store.statements import SIGNED_RUN, Write
 
 
 def _line(exc: Exception) -> str:
@@ -70,7 +71,8 @@ class PostgresStore(SQLStore):
 
     def __init__(self, url: str, *, pool_size: int | None = None,
                  application_name: str | None = None, connect_timeout: float | None = None,
-                 readonly: bool = False, timeouts: Timeouts | None = None) -> None:
+                 readonly: bool = False, timeouts: Timeouts | None = None,
+                 key_file: str | None = None) -> None:
         self.url = url
         self.location = url
         self.name = redact(url)
@@ -102,6 +104,15 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             self._pool.close()
             raise failure(f"cannot open database {self.name}", exc, t) from None
+        key_path = key_file or default_key_file(url)
+        try:
+            signed = None if readonly else next((str(r[0]) for r in self._read(SIGNED_RUN)),
+                                                None)
+            self.keys = verify_keys(key_path) if readonly else \
+                for_database(key_path, signed=signed, where=self.name)
+        except BaseException:
+            self._pool.close()
+            raise
 
     # -- plumbing -------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ from fsm.records import (
     StepCommit,
     ViewRecord,
 )
+from fsm.signing import Keys
 from fsm.store.desk import OPEN, Cut, ForkEdge, Queue, Tombstone
 from fsm.store.lease import Claimed, Lease
 from fsm.store.people import Account, Notification, Refusal
@@ -63,6 +64,8 @@ class RunReads(Protocol):
 
     #: Where the database is (a path or a URL): workflow resources are opened from it.
     location: str
+    #: The key that signs every commit's log head, and the public keys that verify them.
+    keys: Keys
 
     @abstractmethod
     def load_run(self, run_id: str) -> RunState:
@@ -97,6 +100,11 @@ class RunReads(Protocol):
     @abstractmethod
     def log_head(self, run_id: str) -> tuple[int, str]:
         """(number of log events, hash of the last one), kept with the run row."""
+
+    @abstractmethod
+    def signed_head(self, run_id: str) -> tuple[int, str, str | None]:
+        """(number of log events, hash of the last one, the head's signature ``KEY:HEX``
+        or ``None``), kept with the run row (see :mod:`fsm.signing`)."""
 
     @abstractmethod
     def artifact(self, sha256: str) -> str | None:

@@ -255,4 +255,8 @@ MIGRATIONS: list[str] = [
     ALTER TABLE runs ADD COLUMN parent_run_id TEXT;
     CREATE INDEX runs_parent ON runs (parent_run_id)
     """,
+    # 13: the signature of the log's head, by the deployment's key (fsm.signing).
+    """
+    ALTER TABLE runs ADD COLUMN log_sig TEXT
+    """,
 ]

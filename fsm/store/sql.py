@@ -154,20 +154,36 @@ class SQLStore(SQLReads, DeskReads, SQLPrune, SQLFleet, SQLPeople, Store):
             row = db.execute(self.sql.fence_read, (run_id,)).fetchone()
             check_fence(run_id, row and (row[0], row[3]), owner=owner,
                         version=c.expected_version)
-            known = Head(row[0], row[1], row[2], row[4])
+            known = Head(row[0], row[1], row[2], row[4], row[5])
         assert known is not None
         new = c.run.model_copy(update={"version": c.expected_version + 1})
         # The log continues from the head kept in the run row, not from the last row
         # found: a deleted tail then stays a gap the audit reports.
         events = chained(c.events, known.log_head, known.log_count)
-        writes = commit_writes(self.sql, c, new, events, known, owner,
+        count = known.log_count + len(events)
+        last = events[-1].hash if events else known.log_head
+        # Every commit signs the head it leaves: what the log witnesses is what was signed.
+        sig = self._sign(db, run_id, known, count, last, trusted=not locked,
+                         public=new.status != "running")
+        writes = commit_writes(self.sql, c, new, events, known, owner, sig,
                                lambda db: self._stale(db, run_id, owner, c.expected_version))
         self._send(db, writes, locked)
         if len(self._heads) >= _HEADS_KEPT:
             self._heads.clear()
-        self._heads[run_id] = Head(new.version, known.log_count + len(events),
-                                   events[-1].hash if events else known.log_head, new.status)
+        self._heads[run_id] = Head(new.version, count, last, new.status, sig)
         return new
+
+    def _sign(self, db: Any, run_id: str, base: Head, count: int, head: str, *,
+              trusted: bool, public: bool) -> str:
+        """The signature of the head a commit leaves (see :meth:`Keys.extend`): Ed25519
+        when the run stops or waits (``public``), else a MAC."""
+        def hash_at(seq: int) -> str | None:
+            row = db.execute(f"SELECT hash FROM events WHERE run_id = {self.MARK} AND "
+                             f"seq = {self.MARK}", (run_id, seq)).fetchone()
+            return None if row is None else str(row[0])
+
+        return self.keys.extend(run_id, (base.log_count, base.log_head, base.log_sig), count,
+                                head, trusted=trusted, hash_at=hash_at, public=public)
 
     def _stale(self, db: Any, run_id: str, owner: str | None, version: int | None) -> Exception:
         self._fence(db, run_id, owner, version)
@@ -280,7 +296,10 @@ class SQLStore(SQLReads, DeskReads, SQLPrune, SQLFleet, SQLPeople, Store):
         check_fence(run_id, row and (row[0], row[3]), owner=owner, version=version)
         if claim is not None:
             (event,) = chained([claim], row[2], row[1])
-            db.execute(sql.claimed_run, (row[0] + 1, row[1] + 1, event.hash, run_id, row[0]))
+            sig = self._sign(db, run_id, Head(row[0], row[1], row[2], row[4], row[5]),
+                             row[1] + 1, event.hash, trusted=False, public=False)
+            db.execute(sql.claimed_run, (row[0] + 1, row[1] + 1, event.hash, sig, run_id,
+                                         row[0]))
             db.execute(sql.insert_event, event.row(EVENT_COLUMNS))
             values[-1] = event.hash
         if db.execute(sql.insert_effect, tuple(values)).rowcount != 1:
@@ -288,7 +307,7 @@ class SQLStore(SQLReads, DeskReads, SQLPrune, SQLFleet, SQLPeople, Store):
                 raise _ClaimedBefore  # claimed before: roll back its run row and event
             return False
         if claim is not None:
-            self._heads[run_id] = Head(row[0] + 1, row[1] + 1, event.hash, row[4])
+            self._heads[run_id] = Head(row[0] + 1, row[1] + 1, event.hash, row[4], sig)
         return True
 
     def effect(self, key: str) -> Effect | None:

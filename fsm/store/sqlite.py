@@ -18,9 +18,11 @@ from types import TracebackType
 from typing import Any
 
 from fsm.errors import StoreError, StoreUnavailable, is_transient
+from fsm.signing import for_database, verify_keys
 from fsm.store.dialect import SQLITE
 from fsm.store.schema import MIGRATIONS
 from fsm.store.sql import SQLStore
+from fsm.store.statements import SIGNED_RUN
 
 
 class SQLiteStore(SQLStore):
@@ -30,13 +32,18 @@ class SQLiteStore(SQLStore):
     refuses a file that already holds other tables but no fsm schema, before anything in
     it changes (the command line opens files so); a file with another program's schema
     version is always refused.
+
+    ``key_file`` holds the key that signs the log's heads (:mod:`fsm.signing`); default:
+    the file's path with ``.key`` added, made (owner-only) while the database holds no
+    signed run. A database that holds signed runs and whose key file is missing is
+    refused. A database in memory (``:memory:``) has its key in memory.
     """
 
     DIALECT = SQLITE
 
     def __init__(self, path: str, *, synchronous: str = "FULL",
                  busy_timeout_ms: int = 10_000, readonly: bool = False,
-                 adopt: bool = True) -> None:
+                 adopt: bool = True, key_file: str | None = None) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
         self.path = path
@@ -46,8 +53,12 @@ class SQLiteStore(SQLStore):
         self.busy_seconds = busy_timeout_ms / 1000
         self._lock = threading.RLock()
         self._init_sql()
+        name = os.fspath(path)
+        in_memory = name in ("", ":memory:") or name.startswith("file::memory:")
+        key_path = None if in_memory else (key_file or f"{name}.key")
         if readonly:
             self._db = _open_readonly(path, busy_timeout_ms)
+            self.keys = verify_keys(key_path)
             return
         try:
             self._db = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None,
@@ -61,6 +72,7 @@ class SQLiteStore(SQLStore):
             self._db.execute("PRAGMA journal_mode = WAL")
             self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._migrate()
+            self.keys = for_database(key_path, signed=self._signed(), where=repr(path))
         except sqlite3.Error as exc:
             self._db.close()
             raise _failed(f"cannot open database {path!r}", exc, self.busy_seconds,
@@ -161,6 +173,11 @@ class SQLiteStore(SQLStore):
                     if statement.strip():
                         db.execute(statement)
                 db.execute(f"PRAGMA user_version = {version}")
+
+    def _signed(self) -> str | None:
+        """The signature of one signed run of the database (``None``: none is signed)."""
+        row = self._db.execute(SIGNED_RUN).fetchone()
+        return None if row is None else str(row[0])
 
     @property
     def schema_version(self) -> int:

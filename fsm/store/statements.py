@@ -58,6 +58,11 @@ def _many(sql: str, rows: Any) -> Write:
     return (sql, rows, True, None)
 
 
+#: The signature of one signed run (the newest), to check the key a database is opened with.
+SIGNED_RUN = ("SELECT log_sig FROM runs WHERE log_sig IS NOT NULL "
+              "ORDER BY updated_at DESC LIMIT 1")
+
+
 class Statements:
     """Every shared write statement in one dialect (build it with :func:`statements`)."""
 
@@ -74,7 +79,7 @@ class Statements:
                            "created_at, updated_at, definition_hash, parent_run_id) "
                            f"VALUES ({m}, {m}, {m}, 0, '{{}}', {m}, {m}, {m}, {m}) "
                            "ON CONFLICT DO NOTHING")
-        self.fence_read = ("SELECT version, log_count, log_head, lease_owner, status "
+        self.fence_read = ("SELECT version, log_count, log_head, lease_owner, status, log_sig "
                            f"FROM runs WHERE run_id = {m}{d.lock}")
         self.upsert_message = (f"INSERT INTO messages (run_id, idx, body) VALUES ({m}, {m}, "
                                f"{m}) ON CONFLICT (run_id, idx) DO UPDATE SET body = "
@@ -106,8 +111,8 @@ class Statements:
         self.insert_artifact = (f"INSERT INTO artifacts (sha256, content, size) VALUES ({m}, "
                                 f"{m}, {m}) ON CONFLICT DO NOTHING")
         self.decided = f"SELECT decision, reviewer FROM approvals WHERE approval_id = {m}"
-        self.claimed_run = (f"UPDATE runs SET version = {m}, log_count = {m}, log_head = {m} "
-                            f"WHERE run_id = {m} AND version = {m}")
+        self.claimed_run = (f"UPDATE runs SET version = {m}, log_count = {m}, log_head = {m}, "
+                            f"log_sig = {m} WHERE run_id = {m} AND version = {m}")
         self.definition_doc = d.copy_of("definitions", "body")
         self.insert_definition = (
             "INSERT INTO definitions (definition_hash, workflow, version, body, recorded_at"
@@ -123,7 +128,7 @@ class Statements:
         doc = f", {self.run_doc} = {self.dialect.document_mark}" if self.run_doc else ""
         return ("UPDATE runs SET " + (f"status = {m}, " if status else "")
                 + f"version = {m}, snapshot = {m}{doc}, updated_at = {m}, log_count = {m}, "
-                f"log_head = {m} WHERE run_id = {m} AND version = {m}"
+                f"log_head = {m}, log_sig = {m} WHERE run_id = {m} AND version = {m}"
                 + (f" AND lease_owner = {m}" if fenced else ""))
 
     def documented(self, column: str | None, text: str) -> tuple[str, ...]:
@@ -143,21 +148,23 @@ def statements(d: Dialect) -> Statements:
 
 
 class Head(NamedTuple):
-    """What a commit needs of the run row as it was: version, log count and head, status."""
+    """What a commit needs of the run row as it was: version, log count and head, status,
+    and the head's signature."""
 
     version: int
     log_count: int
     log_head: str
     status: str
+    log_sig: str | None
 
 
 def commit_writes(st: Statements, c: StepCommit, new: RunState, events: list[ChainedEvent],
-                  head: Head, owner: str | None,
+                  head: Head, owner: str | None, sig: str | None,
                   stale: Callable[[Any], Exception]) -> list[Write]:
     """The writes of commit ``c`` in their one order (see the module). ``new``: the run
-    as it is written; ``events``: the commit's events chained after ``head``; ``stale``:
-    the error when the run row is no longer at ``c.expected_version`` (or ``owner``
-    lost its lease)."""
+    as it is written; ``events``: the commit's events chained after ``head``; ``sig``: the
+    signature of the new head; ``stale``: the error when the run row is no longer at
+    ``c.expected_version`` (or ``owner`` lost its lease)."""
     run_id = new.run_id
     count = head.log_count + len(events)
     last = events[-1].hash if events else head.log_head
@@ -165,7 +172,7 @@ def commit_writes(st: Statements, c: StepCommit, new: RunState, events: list[Cha
     snapshot = c.snapshot
     out: list[Write] = [(st.update_run[changed, owner is not None], (
         *((new.status,) if changed else ()), new.version, snapshot,
-        *((jsonb_copy(snapshot),) if st.run_doc else ()), new.updated_at, count, last, run_id,
+        *((jsonb_copy(snapshot),) if st.run_doc else ()), new.updated_at, count, last, sig, run_id,
         c.expected_version, *(() if owner is None else (owner,))), False, stale)]
     if c.moves_definition:
         out.append(_one(st.move_definition, (new.definition_hash, run_id)))

@@ -1,5 +1,5 @@
-"""An evidence bundle is checked offline by a checker that needs only the standard
-library; a change of one byte anywhere in it is caught."""
+"""An evidence bundle is checked offline, with the deployment's public key, by a checker
+that needs only the standard library; a change of one byte anywhere in it is caught."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pytest
 from cli_inproc import Cli
 from paths import ROOT
 
-from fsm import Engine, SQLiteStore
-from fsm.auditor import bundle
+from fsm import Engine, SQLiteStore, ed25519
+from fsm.auditor import bundle, bundle_rows
 from fsm.auditor.export import export
 from workflows.refund import Shop, build, clerk
 
@@ -46,14 +46,28 @@ def _bundle(db: Path, out: Path, *run_ids: str) -> Path:
     return out
 
 
-def _check(path: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """The checker as an auditor runs it: a copy of its one file, by an interpreter with
-    no site-packages (``-S``) that ignores the environment and this folder (``-I``)."""
+def keys_of(db: Path) -> dict[str, bytes]:
+    """The public keys of the database's key file (what ``fsm keys show`` prints)."""
+    with SQLiteStore(str(db), readonly=True) as store:
+        return dict(store.keys.public)
+
+
+def _check(path: Path, *args: str, cwd: Path | None = None,
+           key: str | None = None) -> subprocess.CompletedProcess[str]:
+    """The checker as an auditor runs it: a copy of its three files in a folder of their
+    own, by an interpreter with no site-packages (``-S``) that ignores the environment and
+    this folder (``-I``), given the public key of the database beside ``path``."""
     where = cwd or path.parent
-    checker = where / "check_bundle.py"
-    shutil.copy(Path(bundle.__file__), checker)
-    return subprocess.run([sys.executable, "-I", "-S", str(checker), "verify", str(path),
-                           *args], capture_output=True, text=True, cwd=where, timeout=60)
+    folder = where / "checker"
+    folder.mkdir(exist_ok=True)
+    for module in (bundle.__file__, bundle_rows.__file__, ed25519.__file__):
+        shutil.copy(Path(module), folder)
+    if key is None:
+        (public,) = keys_of(path.parent / "runs.db").values()
+        key = public.hex()
+    return subprocess.run([sys.executable, "-I", "-S", str(folder / "bundle.py"), "verify",
+                           str(path), "--key", key, *args], capture_output=True, text=True,
+                          cwd=where, timeout=60)
 
 
 def test_the_checker_proves_the_chain_the_rows_and_the_head_with_the_stdlib_alone(
@@ -65,16 +79,19 @@ def test_the_checker_proves_the_chain_the_rows_and_the_head_with_the_stdlib_alon
     with SQLiteStore(str(runs)) as store:
         for run_id in ("big", "lamp"):
             count, head = store.log_head(run_id)
-            assert f"run {run_id}: {count} events form one hash chain from the genesis hash " \
-                   f"to head {head}" in done.stdout
+            assert f"run {run_id}: {count} events form one signed hash chain from the " \
+                   f"genesis hash to head {head}" in done.stdout
     assert "1 approvals" in done.stdout and "not proved:" in done.stdout
     # The module form, from the source tree, loads nothing beyond the standard library.
     probe = ("import runpy, sys; sys.path.insert(0, sys.argv[1]); sys.argv = ['b', 'verify', "
-             "sys.argv[2]]\ntry:\n    runpy.run_module('fsm.auditor.bundle', run_name="
-             "'__main__')\nexcept SystemExit as e:\n    code = e.code\nprint(sorted(m for m in "
+             "sys.argv[2], '--key', sys.argv[3]]\ntry:\n    runpy.run_module("
+             "'fsm.auditor.bundle', run_name='__main__')\nexcept SystemExit as e:\n"
+             "    code = e.code\nprint(sorted(m for m in "
              "sys.modules if m.split('.')[0] in ('pydantic', 'typer', 'transitions', 'rich')))"
              "\nsys.exit(code)")
-    module = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(ROOT), str(zipped)],
+    (public,) = keys_of(runs).values()
+    module = subprocess.run([sys.executable, "-I", "-S", "-c", probe, str(ROOT), str(zipped),
+                             public.hex()],
                             capture_output=True, text=True, timeout=60)
     assert module.returncode == 0, module.stderr
     assert module.stdout.strip().endswith("[]")
@@ -129,7 +146,7 @@ def test_a_change_of_one_byte_anywhere_is_caught(runs: Path, tmp_path: Path) -> 
             changed = _rewritten(zipped, tmp_path / "changed.zip", name, at)
             report = None
             try:
-                report = bundle.verify(str(changed))
+                report = bundle.verify(str(changed), keys=keys_of(runs))
             except bundle.Unusable:
                 continue  # not even readable: caught
             assert not report.ok, f"a change at byte {at} of {name} went unnoticed"
@@ -137,7 +154,7 @@ def test_a_change_of_one_byte_anywhere_is_caught(runs: Path, tmp_path: Path) -> 
     assert done.returncode == 1 and "bundle FAILED" in done.stdout
 
 
-def test_a_change_with_the_manifest_made_again_is_caught_by_the_chain(
+def test_a_change_with_the_manifest_made_again_is_caught_by_the_signature_and_the_chain(
         runs: Path, tmp_path: Path) -> None:
     zipped = _bundle(runs, tmp_path / "evidence.zip", "big")
     with zipfile.ZipFile(zipped) as z:
@@ -146,13 +163,13 @@ def test_a_change_with_the_manifest_made_again_is_caught_by_the_chain(
     files["runs/1/events.jsonl"] = events.encode()
     manifest = json.loads(files["manifest.json"])
     manifest["files"]["runs/1/events.jsonl"] = bundle.sha256(files["runs/1/events.jsonl"])
-    manifest["digest"] = bundle.manifest_digest(manifest)
     files["manifest.json"] = json.dumps(manifest).encode()
     forged = tmp_path / "forged.zip"
     with zipfile.ZipFile(forged, "w") as z:
         for name, data in files.items():
             z.writestr(name, data)
-    report = bundle.verify(str(forged))
+    report = bundle.verify(str(forged), keys=keys_of(runs))
+    assert any("signature does not verify" in p for p in report.problems), report.text()
     assert any("hash does not match its contents" in p for p in report.problems), report.text()
 
 

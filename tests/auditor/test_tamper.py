@@ -237,6 +237,11 @@ def _rewrite(con: sqlite3.Connection, pick: Callable[[Event], bool],
     return ev.seq
 
 
+#: What the audit says of a rehashed chain: the head it ends at is no signed head.
+_UNSIGNED = ("the log's head is not signed by the deployment's key (its signature does not "
+             "verify with the key it names): no row of this run is witnessed")
+
+
 def _claims_lost(*effects: str) -> list[str]:
     """What the audit says of effect rows whose claims a rehashed chain no longer holds:
     each row names its claim event by hash, and rehashing changed every later hash."""
@@ -257,6 +262,7 @@ def test_a_rewritten_refund_call_disagrees_with_its_effect_record(db: str) -> No
         "'kettle-1', 'order_id': 'A-1001'} differs from the effect record refund_item "
         "{'amount_paise': 35000, 'item_id': 'kettle-1', 'order_id': 'A-1001'}",
         *_claims_lost("r:7 (send_reply"),
+        _UNSIGNED,
     ]
 
 
@@ -282,6 +288,7 @@ def test_a_rewritten_reviewer_disagrees_with_the_approvals_table(tmp_path: Path)
         f"event seq {seq}: the log says approved by mallory, the approvals table says "
         "approved by priya",
         *_claims_lost("r:6 (refund_item", "r:7 (send_reply"),
+        _UNSIGNED,
     ]
     cli = fork_fsm("audit", RUN, "--db", path)
     assert cli.code == 1 and "approvals table says approved by priya" in cli.stdout

@@ -10,6 +10,7 @@ import zipfile
 import pytest
 from cli_inproc import HEADPHONES, KETTLE, Cli, error_line
 
+from fsm import SQLiteStore
 from fsm.auditor.bundle import verify
 
 LAMP = "Order A-1003: the lamp flickers"
@@ -20,8 +21,13 @@ def test_export_writes_a_bundle_the_checker_verifies(cli: Cli) -> None:
     assert cli("run", "refund", LAMP, "--user", "ravi", "--run-id", "l1").code == 5
     done = cli("export", "k1", "l1", "-o", "evidence.zip", "--by", "audrey")
     assert done.code == 0 and "wrote evidence.zip (2 runs" in done.out, done
-    report = verify("evidence.zip")
-    assert report.ok and len(report.proved) == 3, report.text()
+    with SQLiteStore("fsm.db", readonly=True) as store:
+        keys = dict(store.keys.public)
+    assert not verify("evidence.zip").ok  # no public key given: nothing vouches for it
+    report = verify("evidence.zip", keys=keys)
+    assert report.ok and len(report.proved) == 4, report.text()
+    shown = cli("keys", "show")
+    assert shown.code == 0 and next(iter(keys.values())).hex() in shown.out, shown
     with zipfile.ZipFile("evidence.zip") as z:
         assert '"exported_by": "audrey"' in z.read("manifest.json").decode()
     error_line(cli("export", "nope", "-o", "x.zip"), 1, "run 'nope' not found",

@@ -31,9 +31,10 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def db(demo_db: Path, tmp_path: Path) -> Iterator[Path]:
-    """A copy of the demo's database for one test."""
+    """A copy of the demo's database (and its signing key) for one test."""
     copy = tmp_path / "demo.db"
     shutil.copy(demo_db, copy)
+    shutil.copy(f"{demo_db}.key", f"{copy}.key")
     yield copy
 
 

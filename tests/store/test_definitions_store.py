@@ -100,6 +100,7 @@ def test_an_older_sqlite_database_gets_the_column_from_its_snapshots(tmp_path: P
                      "ALTER TABLE runs DROP COLUMN refusal_count; "
                      "ALTER TABLE runs DROP COLUMN refusal_head; "
                      "DROP INDEX runs_parent; ALTER TABLE runs DROP COLUMN parent_run_id; "
+                     "ALTER TABLE runs DROP COLUMN log_sig; "
                      f"PRAGMA user_version = {BEFORE_DEFINITIONS};")
     db.close()
     with SQLiteStore(path) as s:
@@ -121,7 +122,7 @@ def test_an_older_postgres_database_gets_the_column_from_its_snapshots(pg_url: s
                      "ALTER TABLE effects DROP COLUMN claim; "
                      "ALTER TABLE web_refusals DROP COLUMN hash; "
                      "ALTER TABLE runs DROP COLUMN refusal_count, DROP COLUMN refusal_head; "
-                     "ALTER TABLE runs DROP COLUMN parent_run_id; "
+                     "ALTER TABLE runs DROP COLUMN parent_run_id, DROP COLUMN log_sig; "
                      f"DELETE FROM fsm_schema WHERE version > {PG_BEFORE_DEFINITIONS}")
     with open_store(pg_url) as s:
         assert s.definition_column("before") == "h0"

@@ -135,6 +135,14 @@ class Shop:
                              (key, order_id, item_id, amount_paise, self.clock()))
         return {"status": "ok", "payment": key, "amount_paise": amount_paise}
 
+    def payment(self, key: str) -> dict[str, Any] | None:
+        """The payment made under ``key``, as :meth:`pay` first answered it; ``None``: none."""
+        with self._lock:
+            seen = self._db.execute("SELECT amount_paise FROM shop_payments "
+                                    "WHERE idempotency_key = ?", (key,)).fetchone()
+        return None if seen is None else {"status": "ok", "payment": key,
+                                          "amount_paise": seen[0]}
+
     def send(self, key: str, customer: str, text: str) -> dict[str, Any]:
         with self._tx():
             self._db.execute("INSERT INTO shop_calls (api, idempotency_key, at) VALUES (?, ?, ?)",
@@ -317,6 +325,14 @@ class PostgresShop:
             conn.execute("INSERT INTO shop_payments VALUES (%s, %s, %s, %s, %s)",
                          (key, order_id, item_id, amount_paise, self.clock()))
         return {"status": "ok", "payment": key, "amount_paise": amount_paise}
+
+    def payment(self, key: str) -> dict[str, Any] | None:
+        """The payment made under ``key``, as :meth:`pay` first answered it; ``None``: none."""
+        with _reachable("gateway"):
+            rows = self._rows("SELECT amount_paise FROM shop_payments "
+                              "WHERE idempotency_key = %s", (key,))
+        return None if not rows else {"status": "ok", "payment": key,
+                                      "amount_paise": rows[0]["amount_paise"]}
 
     def send(self, key: str, customer: str, text: str) -> dict[str, Any]:
         with _reachable("outbox"), self._pool.connection() as conn, conn.transaction():
