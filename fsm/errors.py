@@ -132,16 +132,24 @@ _SQLITE_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 _PSYCOPG_TRANSIENT = ("OperationalError", "InterfaceError", "IdleInTransactionSessionTimeout")
 
 
+#: Classes of the common HTTP clients whose errors are the network's: no answer came.
+_HTTP_TRANSIENT = {"httpx": ("TransportError",), "requests": ("ConnectionError", "Timeout")}
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is an infrastructure failure worth retrying, not an answer: an
-    :class:`Unavailable`, a psycopg ``OperationalError`` (a lost connection,
-    ``PoolTimeout``, a serialization failure, a lock or statement timeout) or
+    :class:`Unavailable`, a lost or refused connection or a timeout (Python's
+    ``ConnectionError`` and ``TimeoutError``, httpx's ``TransportError``, requests'
+    ``ConnectionError`` and ``Timeout``), a psycopg ``OperationalError`` (a lost
+    connection, ``PoolTimeout``, a serialization failure, a lock or statement timeout) or
     ``InterfaceError``, or SQLite's busy or locked database."""
-    if isinstance(exc, Unavailable):
+    if isinstance(exc, Unavailable | ConnectionError | TimeoutError):
         return True
     for cls in type(exc).__mro__:
         module = cls.__module__ or ""
         if module.startswith("psycopg") and cls.__name__ in _PSYCOPG_TRANSIENT:
+            return True
+        if cls.__name__ in _HTTP_TRANSIENT.get(module.split(".")[0], ()):
             return True
         if module == "sqlite3" and cls.__name__ == "OperationalError":
             code = getattr(exc, "sqlite_errorname", "")

@@ -17,7 +17,7 @@ from fsm.errors import validation_summary
 from fsm.policy import Action
 from fsm.records import RunState, fingerprint, shown
 from fsm.runtime.context import StepContext
-from fsm.runtime.customer import checked_proposal, confirmation_problem
+from fsm.runtime.customer import can_propose, checked_proposal, confirmation_problem
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.tools import ToolSpec
 
@@ -39,6 +39,8 @@ class Refuse:
     fail: str | None = None
     #: The repeated-call counter to record, when this refusal is a repetition.
     repeat_refusals: int | None = None
+    #: Set when the refusal hands the run over: nothing the model can do gets past it.
+    hand_over: str | None = None
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,7 @@ def _rules(ctx: StepContext, run: RunState, tool: ToolSpec, args: BaseModel) -> 
     if tool.confirmed_by is not None:
         unconfirmed = confirmation_problem(run, tool, args.model_dump(mode="json"))
         if unconfirmed is not None:
-            return Refuse(f"{name!r} refused: {unconfirmed}", tool=name)
+            return _unconfirmed(ctx.spec, run, tool, unconfirmed)
     facts = MappingProxyType(run.facts)  # the workflow's code reads facts, never writes them
     try:
         problem = tool.check(args, facts) if tool.check is not None else None
@@ -227,6 +229,22 @@ def _rules(ctx: StepContext, run: RunState, tool: ToolSpec, args: BaseModel) -> 
     except Exception as exc:
         return Broken(name, f"the approval rule of {name!r}", exc)
     return Pause(name, args, counter) if pause else Call(name, args, counter)
+
+
+def _unconfirmed(spec: WorkflowSpec, run: RunState, tool: ToolSpec, problem: str) -> Refuse:
+    """A write the customer did not confirm: the model reads why, and makes the call
+    confirmed or proposes this one. Where there is no yes left (it was spent on a call
+    that failed) and no proposal can be made from here, nothing the model does can get
+    one, so the run is handed over."""
+    reason = f"{tool.name!r} refused: {problem}"
+    assert tool.confirmed_by is not None
+    unspent = run.confirmation is not None and run.confirmation.record == tool.confirmed_by
+    if unspent or can_propose(spec, run.state, tool.confirmed_by):
+        return Refuse(reason, tool=tool.name)  # the confirmed call can still be made
+    return Refuse(reason, tool=tool.name, hand_over=(
+        f"{tool.name} needs the customer's yes to this call, and none can be asked from "
+        f"state {run.state!r} (a yes is spent on the call it confirmed); a person takes "
+        "over"))
 
 
 def _repeated(run: RunState, name: str, max_repeats: int, *, failed: int = 0) -> Refuse:

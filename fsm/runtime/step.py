@@ -322,6 +322,8 @@ class Step(CustomerSteps):
         self.event("refusal", tool=refusal.tool, event=refusal.event, reason=reason)
         if refusal.fail is not None:
             self.stop("failed", refusal.fail)
+        elif refusal.hand_over is not None:
+            self.stop("handed_over", refusal.hand_over)
 
     def _binding_broken(self, action: Action) -> bool:
         """Before a write, what a person approved must still be what the run holds.

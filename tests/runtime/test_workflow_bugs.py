@@ -12,12 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cli_inproc import Cli
 from pydantic import BaseModel
 
-from fsm import Engine, Guard, MemoryStore, Presentation, ToolSpec, define_workflow
+from fsm import (
+    Engine,
+    Guard,
+    MemoryStore,
+    Presentation,
+    ToolSpec,
+    define_workflow,
+)
 from fsm.auditor.audit import audit
 from fsm.cli import exits
+from fsm.errors import Unavailable
 from fsm.runtime.gate import MAX_FAILED_CALLS
 from fsm.testing import ScriptedPolicy
 
@@ -114,7 +123,7 @@ def flaky(fails: int) -> tuple[ToolSpec, list[str]]:
     def fetch(args: Account, ctx: Any) -> dict[str, Any]:
         calls.append(args.account)
         if len(calls) <= fails:
-            raise ConnectionResetError("the bank's server reset the connection")
+            raise LookupError("account K-1 is being migrated; try another")
         return {"account": args.account}
 
     return ToolSpec("fetch", fetch, "Fetch.", Account), calls
@@ -137,6 +146,34 @@ def test_a_tool_that_raised_may_be_called_again_with_the_same_arguments() -> Non
     assert (run.status, run.answer) == ("done", "fetched")
     assert calls == ["K-1"] * MAX_FAILED_CALLS
     assert [e.kind for e in store.events("f")].count("refusal") == 0
+
+
+def test_a_brief_read_outage_is_retried_and_is_no_repetition_loop() -> None:
+    """The bank's server resets the connection four times in a row: each try rolls back
+    and is tried again (not read by the model, not counted as a failed call), and the
+    fifth answers."""
+    calls: list[str] = []
+
+    def fetch(args: Account, ctx: Any) -> dict[str, Any]:
+        calls.append(args.account)
+        if len(calls) <= MAX_FAILED_CALLS + 1:
+            raise ConnectionResetError("the bank's server reset the connection")
+        return {"account": args.account}
+
+    store = MemoryStore()
+    engine = Engine(fetching(ToolSpec("fetch", fetch, "Fetch.", Account)), store,
+                    ScriptedPolicy([FETCH, {"final": "fetched"}]))
+    with pytest.raises(Unavailable):
+        engine.start("fetch", run_id="o")
+    for _ in range(MAX_FAILED_CALLS):
+        with pytest.raises(Unavailable):
+            engine.resume("o")
+    run = engine.resume("o")
+    assert (run.status, run.answer) == ("done", "fetched"), run.reason
+    assert calls == ["K-1"] * (MAX_FAILED_CALLS + 2)
+    kinds = [e.kind for e in store.events("o")]
+    assert kinds.count("unavailable") == MAX_FAILED_CALLS + 1 and "refusal" not in kinds
+    assert not any("error" in m for m in store.messages("o"))
 
 
 def test_failed_calls_with_the_same_arguments_are_bounded_and_successes_not_repeated() -> None:
