@@ -350,6 +350,9 @@ def define_workflow(
         confirm_event=confirm_event, reply_ttl_seconds=reply_ttl_seconds,
         reply_expiry_event=reply_expiry_event,
     )
+    unpriced = unpriced_waits(spec)
+    if unpriced:
+        raise WorkflowDefinitionError(name, unpriced)
     same = [e.label for e in kept if e.definition_hash == spec.definition_hash]
     if same:
         raise WorkflowDefinitionError(name, [
@@ -389,3 +392,22 @@ def version_problems(name: str, version: str, earlier: tuple[Any, ...]) -> list[
     if twice:
         problems.append(f"version labels used twice: {quoted(twice)}")
     return problems
+
+
+def unpriced_waits(spec: WorkflowSpec) -> list[str]:
+    """A workflow whose presentation reads amounts (so release limits apply) must ask its
+    people about a record: an event entering a person's state that records nothing asks
+    them to decide on ``{}``, whose amount no limit can read."""
+    if not spec.presentation.reads_amounts:
+        return []
+    silent: dict[str, set[str]] = {}
+    for state in spec.states:
+        for event, target in spec.events_from(state).items():
+            if spec.waits_for_person(target) and event not in spec.records:
+                silent.setdefault(target, set()).add(event)
+    return [f"release limits compare the amount the presentation reads, but the person "
+            f"deciding in state {state!r} would be asked about nothing: event"
+            f"{'s' if len(events) > 1 else ''} {quoted(events)} record"
+            f"{'' if len(events) > 1 else 's'} no payload; record the request there "
+            f"(records={{{sorted(events)[0]!r}: ...}}, with a payload that carries the amount)"
+            for state, events in sorted(silent.items())]

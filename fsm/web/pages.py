@@ -29,7 +29,15 @@ from fsm.store.base import Store
 from fsm.store.people import Notification
 from fsm.transcript import Message, read_all
 from fsm.web.chat import Said, asked, conversation
-from fsm.web.decisions import Ask, Workflows, describe, iso, money, own_version
+from fsm.web.decisions import (
+    Ask,
+    Workflows,
+    beyond_limit,
+    describe,
+    iso,
+    money,
+    own_version,
+)
 from fsm.web.duplicates import Other, others, subject_of
 from fsm.web.story import Line, story
 
@@ -247,7 +255,8 @@ class ApprovalPage:
     events: list[Event]
     svg: str
     limit_text: str = ""
-    over_limit: bool = False
+    #: Why the signed-in approver's release limit does not cover this request, or ``""``.
+    beyond: str = ""
     notifications: list[Notification] = field(default_factory=list)
     #: The argument a reviewer may lower here (the workflow's amount), or ``None``.
     lower_field: str | None = None
@@ -311,7 +320,7 @@ def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approv
         transcript=read_all(store.messages(run.run_id, 0, run.message_count)), events=events,
         svg=diagrams.svg(spec, run.run_id, events, run.definition_hash),
         limit_text=money(spec, limit) if limit is not None else "",
-        over_limit=limit is not None and ask.amount is not None and ask.amount > limit,
+        beyond=beyond_limit(spec, ask, limit) or "",
         notifications=store.notifications(approval_ids=[approval.approval_id]),
         lower_field=_lower_field(spec and own_version(spec, run), checked),
         unloadable=workflows.problem(store, run) if open_ else None,
