@@ -673,10 +673,13 @@ def usable(raw: Any) -> Action:
     except ValidationError as exc:
         # Address the error to the tool the model meant, when it named one.
         tool = raw.get("tool") if isinstance(raw, dict) else None
+        said = "" if isinstance(raw, dict | Action) else f" (the policy returned {_named(raw)})"
         return Action(tool=storable(tool) if isinstance(tool, str) else None,
-                      problem=f"unusable policy output: {validation_summary(exc, 'action')}")
+                      problem=f"unusable policy output: {validation_summary(exc, 'action')}"
+                              f"{said}")
     except Exception as exc:
-        return Action(problem=f"unusable policy output: {describe(exc)}")
+        return Action(problem=f"unusable policy output: {describe(exc)} (the policy returned "
+                              f"{_named(raw)})")
     try:
         check_plain_json([action.tool, action.args, action.final, action.text])
     except (TypeError, ValueError, RecursionError) as exc:
@@ -684,3 +687,12 @@ def usable(raw: Any) -> Action:
                       usage=action.usage,
                       problem=f"unusable policy output: arguments are not plain JSON ({exc})")
     return action
+
+
+def _named(raw: Any) -> str:
+    """A policy's output, named in a line: ``None``, ``42``, ``'refund everything'``."""
+    try:
+        text = repr(raw)
+    except Exception:  # noqa: BLE001 - the output's own repr is the policy's code
+        text = f"a {type(raw).__name__}"
+    return storable(text if len(text) <= 80 else text[:79] + "…")

@@ -28,6 +28,11 @@ RECENT_WINDOW = 20
 MAX_FAILED_CALLS = 3
 #: The mark of a failed call in the recent-calls window.
 FAILED = "failed:"
+#: How many times in a row the policy may give the same unusable output: it is a loop
+#: (a policy that returns ``None``, a model stuck on one malformed answer), not a slip.
+MAX_UNUSABLE = 3
+#: The mark of an unusable output in the recent-calls window.
+UNUSABLE = "unusable:"
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class Refuse:
     repeat_refusals: int | None = None
     #: Set when the refusal hands the run over: nothing the model can do gets past it.
     hand_over: str | None = None
+    #: A mark for the recent-calls window (an unusable output, counted in a row).
+    remember: str | None = None
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ def check(ctx: StepContext, run: RunState, action: Action) -> Decision:
     """What to do with ``action`` in ``run``'s current state. Changes nothing."""
     spec = ctx.spec
     if action.problem is not None:
-        return Refuse(action.problem, tool=action.tool)
+        return _unusable(run, action.problem, action.tool)
     if action.final is not None:
         if run.state in spec.asks_customer:
             return _ask(spec, run.state, action.final)
@@ -129,6 +136,17 @@ def check(ctx: StepContext, run: RunState, action: Action) -> Decision:
     if action.tool == ADVANCE and ctx.has_events:
         return _event(spec, run.state, action.args)
     return _tool(ctx, run, action.tool, action.args)
+
+
+def _unusable(run: RunState, problem: str, tool: str | None) -> Refuse:
+    """Unusable output is an observation for the model; the same one
+    :data:`MAX_UNUSABLE` times in a row fails the run, naming it."""
+    mark = UNUSABLE + fingerprint(problem)
+    earlier = run.recent_calls[-(MAX_UNUSABLE - 1):]
+    if earlier == [mark] * (MAX_UNUSABLE - 1):
+        return Refuse(problem, tool=tool, fail=f"the policy gave the same unusable output "
+                                               f"{MAX_UNUSABLE} times in a row: {problem}")
+    return Refuse(problem, tool=tool, remember=mark)
 
 
 def _ask(spec: WorkflowSpec, state: str, text: str) -> Decision:

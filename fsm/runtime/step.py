@@ -320,6 +320,9 @@ class Step(CustomerSteps):
         else:
             self.message(RuntimeNote.make(content=reason))
         self.event("refusal", tool=refusal.tool, event=refusal.event, reason=reason)
+        if refusal.remember is not None:
+            self._set(recent_calls=(self.run.recent_calls
+                                    + [refusal.remember])[-gate.RECENT_WINDOW:])
         if refusal.fail is not None:
             self.stop("failed", refusal.fail)
         elif refusal.hand_over is not None:
