@@ -12,6 +12,7 @@
     │   ├── StoreUnavailable         ... for now: a lost connection, a timeout (also Unavailable)
     │   └── RowDamaged               one row cannot be read: which run, which table
     ├── Unavailable                  infrastructure under a step failed for now: retry later
+    ├── PartlyApplied                a write tool changed part of what it was to change
     ├── ModelConfigError             a model adapter missing a setting, or unfit for the spec
     ├── PriceError                   a price table entry that cannot be read
     ├── DiagramError                 a diagram format or rendering that cannot be done
@@ -116,6 +117,15 @@ class Unavailable(FSMError):
         self.retry_in = retry_in
         self.tries = tries
         super().__init__(message)
+
+
+class PartlyApplied(FSMError):
+    """A write tool raises it when its call failed after changing part of what it was to
+    change (two of three rows written, a charge made and its receipt lost). The model can
+    neither finish nor undo that, so the run is handed over to a person with the message.
+
+    Any other exception a write tool raises is read as its refusal, which changed nothing
+    (unless the workflow declares its writes dependent, ``dependent_writes=True``)."""
 
 
 class StoreUnavailable(StoreError, Unavailable):

@@ -105,6 +105,9 @@ class WorkflowSpec(BaseModel):
     reply_ttl_seconds: float | None = None
     #: The customer event fired when the customer does not reply in time.
     reply_expiry_event: str | None = None
+    #: The writes of a run depend on one another: one that fails after another succeeded
+    #: leaves the world half done, and the run is handed over (see ``define_workflow``).
+    dependent_writes: bool = False
 
     def events_from(self, state: str) -> dict[str, str]:
         return self.transitions.get(state, {})
@@ -167,7 +170,7 @@ class WorkflowSpec(BaseModel):
         """Every field of :data:`HASHED_FIELDS`, and those of :data:`HASHED_WHEN_SET` that
         are set, as plain data: what the hash covers."""
         out = {name: _plain(getattr(self, name)) for name in HASHED_FIELDS}
-        for name in HASHED_WHEN_SET:
+        for name in HASHED_WHEN_SET + HASHED_WHEN_ON:
             value = getattr(self, name)
             if value != type(self).model_fields[name].default:
                 out[name] = _plain(value)
@@ -229,6 +232,9 @@ HASHED_WHEN_SET: tuple[str, ...] = (
     "customer_events", "asks_customer", "interpret", "confirm_event", "reply_ttl_seconds",
     "reply_expiry_event",
 )
+#: Switches added later: hashed when on, so that the definitions written before them keep
+#: their hashes.
+HASHED_WHEN_ON: tuple[str, ...] = ("dependent_writes",)
 #: The other fields, and why they leave the hash alone.
 UNHASHED_FIELDS: dict[str, str] = {
     "states": "derived from transitions, terminal and handed_over_states",
@@ -293,12 +299,19 @@ def define_workflow(
     confirm_event: str = "confirmed",
     reply_ttl_seconds: float | None = None,
     reply_expiry_event: str | None = None,
+    dependent_writes: bool = False,
 ) -> WorkflowSpec:
     """Validate the tables and return the frozen :class:`WorkflowSpec`.
 
     ``version`` labels this definition; ``earlier`` keeps earlier versions of the same
     workflow importable beside it, so that runs started on them resume on them (new runs
     start on this one).
+
+    A write tool that raises is read by the model as the tool's refusal, which changed
+    nothing: the model may do something else. ``dependent_writes=True`` says the run's
+    writes depend on one another, so one that fails after another succeeded leaves the
+    world half done and the run is handed over. A tool that raises
+    :class:`~fsm.errors.PartlyApplied` hands the run over whatever this says.
 
     Every problem found is listed in one :class:`~fsm.errors.WorkflowDefinitionError`.
     """
@@ -348,7 +361,7 @@ def define_workflow(
         customer_events=tables.customer_events,
         asks_customer=tables.asks_customer, interpret=interpret,
         confirm_event=confirm_event, reply_ttl_seconds=reply_ttl_seconds,
-        reply_expiry_event=reply_expiry_event,
+        reply_expiry_event=reply_expiry_event, dependent_writes=dependent_writes,
     )
     unpriced = unpriced_waits(spec)
     if unpriced:

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from fsm.customer import AwaitingCustomer
 from fsm.errors import (
     HandoverRefused,
+    PartlyApplied,
     TransitionRefused,
     Unavailable,
     WorkflowCodeError,
@@ -364,7 +365,7 @@ class Step(CustomerSteps):
                           facts=MappingProxyType(self.run.facts),
                           key=key if tool.write else None,
                           resources=self.ctx.resources)
-        result, error = self._call(tool, args, ctx, args_dict, key)
+        result, error, partly = self._call(tool, args, ctx, args_dict, key)
         ran = error is None
         recorded, text, error = _recorded(tool_name, result, error)
         if tool.write and key is not None:
@@ -372,7 +373,7 @@ class Step(CustomerSteps):
         self.event("tool", tool=tool_name,
                    detail={"args": args_dict, "key": key, "error": error, **confirmed})
         self._remember_call(tool_name, args_dict, failed=error is not None)
-        if tool.write and not ran and self._half_done(tool_name, key, error):
+        if tool.write and not ran and self._half_done(tool_name, key, error, partly):
             return
         if tool.write and ran and error is not None:
             # The write happened, but what it returned cannot be kept: told it failed, the
@@ -383,8 +384,9 @@ class Step(CustomerSteps):
         self._finish_call(tool, args, recorded, error, text)
 
     def _call(self, tool: ToolSpec, args: BaseModel, ctx: ToolContext,
-              args_dict: dict[str, Any], key: str | None) -> tuple[Any, str | None]:
-        """Call the tool (its hooks around it): its result, or the error the model reads."""
+              args_dict: dict[str, Any], key: str | None) -> tuple[Any, str | None, bool]:
+        """Call the tool (its hooks around it): its result, or the error the model reads,
+        and whether the tool said it partly applied (:class:`~fsm.errors.PartlyApplied`)."""
         hooks = self.ctx.hooks
         # The views are built only for hooks that look at tool calls.
         watched = hooks is not None and (hooks.wants("before_tool") or hooks.wants("after_tool"))
@@ -394,6 +396,7 @@ class Step(CustomerSteps):
             hooks.call("before_tool", call)
         result: Any = None
         error: str | None = None
+        partly = False
         try:
             result = tool.fn(args, ctx)
         except Exception as exc:
@@ -405,9 +408,10 @@ class Step(CustomerSteps):
                     hooks.call("after_tool", observe.tool_result(call, error))
                 raise Unavailable(f"{tool.name}: {error}") from exc
             error = describe(exc)
+            partly = isinstance(exc, PartlyApplied)
         if hooks is not None and call is not None:
             hooks.call("after_tool", observe.tool_result(call, error))
-        return result, error
+        return result, error, partly
 
     def _remember_call(self, tool: str, args: dict[str, Any], *, failed: bool) -> None:
         """The call joins the window the repetition rule reads (a failed one as failed)."""
@@ -415,9 +419,19 @@ class Step(CustomerSteps):
             self._set(recent_calls=gate.remembered(self.run.recent_calls, tool, args,
                                                    failed=failed))
 
-    def _half_done(self, tool: str, key: str | None, error: str | None) -> bool:
-        """A write failed after an earlier write of this run succeeded: the run is handed
-        to a person with both facts (the model could neither finish nor undo it)."""
+    def _half_done(self, tool: str, key: str | None, error: str | None, partly: bool) -> bool:
+        """A failed write that may have left the world half done hands the run to a
+        person (the model could neither finish nor undo it): one the tool says partly
+        applied, or, where the workflow's writes depend on one another, one that failed
+        after an earlier write of this run succeeded. Any other failed write is the
+        tool's refusal, which changed nothing: an observation for the model."""
+        if partly:
+            self.tool_result(tool, error=error)
+            self.stop("handed_over", f"{tool} partly applied ({error}, {key}); a person "
+                                     "finishes or undoes it")
+            return True
+        if not self.ctx.spec.dependent_writes:
+            return False
         done = [e for e in self.ctx.store.effects(self.run.run_id)
                 if e.status == "DONE" and e.error is None and e.key != key]
         if not done:

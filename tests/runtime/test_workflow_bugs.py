@@ -20,8 +20,10 @@ from fsm import (
     Engine,
     Guard,
     MemoryStore,
+    PartlyApplied,
     Presentation,
     ToolSpec,
+    WorkflowSpec,
     define_workflow,
 )
 from fsm.auditor.audit import audit
@@ -199,19 +201,25 @@ class Amount(BaseModel):
     cents: int
 
 
-def test_a_write_that_fails_after_an_earlier_write_hands_the_run_over_with_both() -> None:
-    def credit(args: Amount, ctx: Any) -> str:
-        raise PermissionError("credit refused by the bank")
-
-    spec = define_workflow(
+def cancel_and_credit(credit: Any, **options: Any) -> WorkflowSpec:
+    return define_workflow(
         "cancelling", transitions={"working": {"finish": "done"}}, terminal={"done"},
         tools_by_state={"working": ["cancel", "credit"]}, initial="working",
         tools=[ToolSpec("cancel", lambda a, c: "cancelled", "Cancel.", write=True),
-               ToolSpec("credit", credit, "Credit.", Amount, write=True)])
+               ToolSpec("credit", credit, "Credit.", Amount, write=True)], **options)
+
+
+CANCEL_THEN_CREDIT = [{"tool": "cancel", "args": {}}, {"tool": "credit", "args": {"cents": 900}},
+                      {"tool": "advance", "args": {"event": "finish"}}]
+
+
+def test_a_dependent_write_that_fails_after_an_earlier_write_hands_the_run_over() -> None:
+    def credit(args: Amount, ctx: Any) -> str:
+        raise PermissionError("credit refused by the bank")
+
     store = MemoryStore()
-    run = Engine(spec, store, ScriptedPolicy([
-        {"tool": "cancel", "args": {}}, {"tool": "credit", "args": {"cents": 900}},
-        {"tool": "credit", "args": {"cents": 900}}])).start("cancel and credit", run_id="w")
+    run = Engine(cancel_and_credit(credit, dependent_writes=True), store,
+                 ScriptedPolicy(CANCEL_THEN_CREDIT)).start("cancel and credit", run_id="w")
     assert (run.status, run.step) == ("handed_over", 2)
     assert run.reason == ("credit failed (PermissionError: credit refused by the bank) after "
                           "cancel of this run succeeded (w:1); a person finishes or undoes it")
@@ -219,6 +227,33 @@ def test_a_write_that_fails_after_an_earlier_write_hands_the_run_over_with_both(
         ("cancel", "DONE", None),
         ("credit", "DONE", "PermissionError: credit refused by the bank")]
     assert audit(store, "w").ok
+
+
+def test_a_write_the_tool_refused_after_an_earlier_write_is_an_observation() -> None:
+    """Writes that do not depend on one another: the refusal changed nothing, and the
+    model goes on (a later request of the same customer is not lost)."""
+    def credit(args: Amount, ctx: Any) -> str:
+        raise ValueError("insufficient gift card balance")
+
+    store = MemoryStore()
+    run = Engine(cancel_and_credit(credit), store, ScriptedPolicy(CANCEL_THEN_CREDIT)).start(
+        "cancel and credit", run_id="w")
+    assert (run.status, run.step) == ("done", 3)
+    told = [m for m in store.messages("w") if m.get("tool") == "credit" and "error" in m]
+    assert [m["error"] for m in told] == ["ValueError: insufficient gift card balance"]
+
+
+def test_a_write_that_partly_applied_hands_the_run_over_even_as_the_first() -> None:
+    def credit(args: Amount, ctx: Any) -> str:
+        raise PartlyApplied("credited 400 of 900 cents; the rest was refused")
+
+    store = MemoryStore()
+    run = Engine(cancel_and_credit(credit), store, ScriptedPolicy(CANCEL_THEN_CREDIT[1:])
+                 ).start("credit", run_id="p")
+    assert (run.status, run.step) == ("handed_over", 1)
+    assert run.reason == ("credit partly applied (PartlyApplied: credited 400 of 900 cents; "
+                          "the rest was refused, p:1); a person finishes or undoes it")
+    assert audit(store, "p").ok
 
 
 def test_a_first_write_that_fails_is_an_answer_the_model_reads() -> None:
