@@ -171,6 +171,13 @@ class Step(CustomerSteps):
             detail["error"] = storable(error)
         self.event("stop", reason=reason, detail=detail)
 
+    def hand_over_waiting(self, reason: str) -> None:
+        """A run that waits for a person on a request nobody can decide any more (its
+        approval row says decided, the log does not): it waits no longer, and a person
+        takes it over with ``reason``."""
+        self._set(status="running", pending=None)
+        self.stop("handed_over", reason)
+
     def policy_set(self, record: dict[str, Any], previous: dict[str, Any]) -> None:
         """From here on the run is driven by the policy ``record`` names (logged)."""
         self.event("policy_set", detail={**record, "previous": {
