@@ -212,3 +212,26 @@ def test_two_replies_sent_at_once_both_arrive(box: Inbox) -> None:
 def test_the_shop_of_the_inbox_is_untouched_by_conversations(box: Inbox) -> None:
     with Shop(str(box.db)) as shop:
         assert shop.order("B-2001") is not None
+
+
+def test_bad_token_replies_are_rate_limited_and_counted_not_kept_one_row_each(
+        tmp_path: Path) -> None:
+    """300 replies with made-up tokens: a handful of rows in ``web_refusals``, the rest
+    refused with 429 and counted; the run's own token still gets its reply through."""
+    b = make_inbox(tmp_path)
+    b.env = {"PYTHONPATH": os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
+             "CHAT_LEDGER": str(tmp_path / "ledger.jsonl")}
+    token = start(b, "c-flood")
+    b.serve()
+    try:
+        with b.client() as c:
+            codes = [say(c, "c-flood", f"made-up-{i}", "yes").status_code for i in range(300)]
+            answered = say(c, "c-flood", token, "It is A-1001")
+            assert answered.status_code == 202, answered.text
+    finally:
+        b.stop()
+    rows = b.query("SELECT code FROM web_refusals WHERE run_id = 'c-flood'")
+    assert 1 <= len(rows) <= 5 and {r[0] for r in rows} == {"token"}
+    assert codes.count(403) == len(rows) and codes.count(429) == 300 - len(rows)
+    assert b.query("SELECT COUNT(*) FROM web_refusals")[0][0] == len(rows)
+    assert state(b, "c-flood")[0] == 1
