@@ -112,6 +112,7 @@ def test_the_run_page_shows_the_conversation(box: Inbox) -> None:
     ("other-run", {"text": "A-1001"}, None, 403, "token"),
     ("ok", {"text": ""}, None, 400, "empty"),
     ("ok", {"text": "  \n "}, None, 400, "empty"),
+    ("ok", {"text": "\u200b\u2060\ufeff"}, None, 400, "empty"),
     ("ok", {"text": "x" * (REPLY_MAX + 1)}, None, 413, "too_long"),
     ("ok", {"text": "yes\u0000"}, None, 400, "nul"),
     ("ok", None, b'{"text": "caf\xe9"}', 400, "not_text"),
@@ -121,8 +122,8 @@ def test_the_run_page_shows_the_conversation(box: Inbox) -> None:
     ("ok", {"text": "yes", "asked": "0" * 64}, None, 409, "stale"),
     ("ok", None, b"x" * 60_000, 413, "too_long"),
 ], ids=["no-token", "not-bearer", "wrong-token", "another-runs-token", "empty", "blank",
-        "too-long", "nul", "not-utf8", "not-json", "no-text", "text-not-a-string", "stale",
-        "huge-body"])
+        "zero-width", "too-long", "nul", "not-utf8", "not-json", "no-text",
+        "text-not-a-string", "stale", "huge-body"])
 def test_a_refused_reply_is_a_4xx_naming_the_problem_and_changes_nothing(
         box: Inbox, headers: Any, body: Any, raw: bytes | None, status: int,
         code: str) -> None:
