@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm.auditor.audit import audit
+from fsm.auditor.beside import chained
 from fsm.auditor.diagram import extract, overlay
 from fsm.auditor.render import DOT_TIMEOUT, GraphvizMissing, render, to_dot
 from fsm.errors import FSMError, RowDamaged
@@ -366,6 +367,7 @@ class RunPage:
     audit_problems: list[str]
     head: str
     svg: str
+    #: The refused attempts the run's chain covers (attempts someone made).
     refusals: list[Any]
     notifications: list[Notification]
     created: str
@@ -386,6 +388,13 @@ class RunPage:
     token: bool = False
     #: The runs forked from this one (``fsm fork``), oldest first.
     forks: list[str] = field(default_factory=list)
+    #: Refused-attempt rows no chain covers: not shown as attempts, only counted.
+    unchained: int = 0
+
+
+def _refusals(store: Store, run_id: str) -> dict[str, Any]:
+    covered, uncovered = chained(store, run_id)
+    return {"refusals": covered, "unchained": len(uncovered)}
 
 
 def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str) -> RunPage:
@@ -399,7 +408,7 @@ def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str
                    for a in store.approvals(run_id, pending_only=False)],
         audit_ok=report.ok, audit_problems=report.problems, head=report.head,
         svg=diagrams.svg(spec, run_id, events, run.definition_hash),
-        refusals=store.refusals(run_id),
+        **_refusals(store, run_id),
         notifications=store.notifications(run_id=run_id),
         created=iso(run.created_at), updated=iso(run.updated_at),
         story=story(store, run_id, events, spec.presentation if spec else PLAIN),
