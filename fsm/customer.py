@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from fsm.names import is_blank
+
 #: The longest reply a customer may send, in characters.
 REPLY_MAX = 4000
 
@@ -117,12 +119,16 @@ def token_matches(token: str, stored_hash: str | None) -> bool:
 
 def reply_problem(text: Any) -> tuple[str, str] | None:
     """``(code, what is wrong)`` with a reply's text, or ``None`` when it can be kept: it
-    must be text, not empty or blank, at most :data:`REPLY_MAX` characters, with no NUL
+    must be text, not empty or blank (zero-width characters alone are blank, as in a
+    note), at most :data:`REPLY_MAX` characters, with no NUL
     and nothing that is not Unicode text (a lone surrogate)."""
     if not isinstance(text, str):
         return "not_text", f"a reply must be text, not {type(text).__name__}"
     if not text.strip():
         return "empty", "the reply is empty: write what the customer says"
+    if is_blank(text):
+        return "empty", ("the reply shows nothing (spaces and invisible characters alone are "
+                         "no reply): write what the customer says")
     if len(text) > REPLY_MAX:
         return "too_long", (f"the reply has {len(text)} characters; at most {REPLY_MAX} "
                             "are allowed")

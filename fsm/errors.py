@@ -14,6 +14,7 @@
     │   └── SigningKeyError          the signing key is missing, unreadable or not the
     │                                database's: nothing was written
     ├── Unavailable                  infrastructure under a step failed for now: retry later
+    ├── PartlyApplied                a write tool changed part of what it was to change
     ├── ModelConfigError             a model adapter missing a setting, or unfit for the spec
     ├── PriceError                   a price table entry that cannot be read
     ├── DiagramError                 a diagram format or rendering that cannot be done
@@ -126,6 +127,15 @@ class Unavailable(FSMError):
         super().__init__(message)
 
 
+class PartlyApplied(FSMError):
+    """A write tool raises it when its call failed after changing part of what it was to
+    change (two of three rows written, a charge made and its receipt lost). The model can
+    neither finish nor undo that, so the run is handed over to a person with the message.
+
+    Any other exception a write tool raises is read as its refusal, which changed nothing
+    (unless the workflow declares its writes dependent, ``dependent_writes=True``)."""
+
+
 class StoreUnavailable(StoreError, Unavailable):
     """The database cannot be reached, or did not answer in time: try again later."""
 
@@ -140,16 +150,24 @@ _SQLITE_BUSY = ("SQLITE_BUSY", "SQLITE_LOCKED")
 _PSYCOPG_TRANSIENT = ("OperationalError", "InterfaceError", "IdleInTransactionSessionTimeout")
 
 
+#: Classes of the common HTTP clients whose errors are the network's: no answer came.
+_HTTP_TRANSIENT = {"httpx": ("TransportError",), "requests": ("ConnectionError", "Timeout")}
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether ``exc`` is an infrastructure failure worth retrying, not an answer: an
-    :class:`Unavailable`, a psycopg ``OperationalError`` (a lost connection,
-    ``PoolTimeout``, a serialization failure, a lock or statement timeout) or
+    :class:`Unavailable`, a lost or refused connection or a timeout (Python's
+    ``ConnectionError`` and ``TimeoutError``, httpx's ``TransportError``, requests'
+    ``ConnectionError`` and ``Timeout``), a psycopg ``OperationalError`` (a lost
+    connection, ``PoolTimeout``, a serialization failure, a lock or statement timeout) or
     ``InterfaceError``, or SQLite's busy or locked database."""
-    if isinstance(exc, Unavailable):
+    if isinstance(exc, Unavailable | ConnectionError | TimeoutError):
         return True
     for cls in type(exc).__mro__:
         module = cls.__module__ or ""
         if module.startswith("psycopg") and cls.__name__ in _PSYCOPG_TRANSIENT:
+            return True
+        if cls.__name__ in _HTTP_TRANSIENT.get(module.split(".")[0], ()):
             return True
         if module == "sqlite3" and cls.__name__ == "OperationalError":
             code = getattr(exc, "sqlite_errorname", "")

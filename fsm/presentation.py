@@ -102,6 +102,11 @@ class Presentation:
         if isinstance(value, int) and not isinstance(value, bool):
             self.show_money(value)
 
+    @property
+    def reads_amounts(self) -> bool:
+        """The workflow says how to read a request's amount (so release limits apply)."""
+        return self.amount is not _no_amount
+
     def amount_of(self, tool: str | None, args: dict[str, Any]) -> int | None:
         """The request's amount in minor units, or ``None`` when it has none."""
         try:

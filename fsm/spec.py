@@ -111,6 +111,9 @@ class WorkflowSpec(BaseModel):
     servers: dict[str, dict[str, Any]] = {}
     #: The :class:`~fsm.sources.ToolServer` objects the tools call through.
     tool_servers: tuple[Any, ...] = ()
+    #: The writes of a run depend on one another: one that fails after another succeeded
+    #: leaves the world half done, and the run is handed over (see ``define_workflow``).
+    dependent_writes: bool = False
 
     def events_from(self, state: str) -> dict[str, str]:
         return self.transitions.get(state, {})
@@ -173,7 +176,7 @@ class WorkflowSpec(BaseModel):
         """Every field of :data:`HASHED_FIELDS`, and those of :data:`HASHED_WHEN_SET` that
         are set, as plain data: what the hash covers."""
         out = {name: _plain(getattr(self, name)) for name in HASHED_FIELDS}
-        for name in HASHED_WHEN_SET:
+        for name in HASHED_WHEN_SET + HASHED_WHEN_ON:
             value = getattr(self, name)
             if value != type(self).model_fields[name].default:
                 out[name] = _plain(value)
@@ -235,6 +238,9 @@ HASHED_WHEN_SET: tuple[str, ...] = (
     "customer_events", "asks_customer", "interpret", "confirm_event", "reply_ttl_seconds",
     "reply_expiry_event", "servers",
 )
+#: Switches added later: hashed when on, so that the definitions written before them keep
+#: their hashes.
+HASHED_WHEN_ON: tuple[str, ...] = ("dependent_writes",)
 #: The other fields, and why they leave the hash alone.
 UNHASHED_FIELDS: dict[str, str] = {
     "states": "derived from transitions, terminal and handed_over_states",
@@ -301,6 +307,7 @@ def define_workflow(
     reply_ttl_seconds: float | None = None,
     reply_expiry_event: str | None = None,
     servers: list[ToolServer] | tuple[ToolServer, ...] = (),
+    dependent_writes: bool = False,
 ) -> WorkflowSpec:
     """Validate the tables and return the frozen :class:`WorkflowSpec`.
 
@@ -312,6 +319,11 @@ def define_workflow(
     :mod:`fsm.adapters.mcp`): their tools are listed now, pinned in the definition hash,
     and named in ``tools_by_state`` as ``server.tool`` or by the bare name one server alone
     lists.
+    A write tool that raises is read by the model as the tool's refusal, which changed
+    nothing: the model may do something else. ``dependent_writes=True`` says the run's
+    writes depend on one another, so one that fails after another succeeded leaves the
+    world half done and the run is handed over. A tool that raises
+    :class:`~fsm.errors.PartlyApplied` hands the run over whatever this says.
 
     Every problem found is listed in one :class:`~fsm.errors.WorkflowDefinitionError`.
     """
@@ -366,7 +378,11 @@ def define_workflow(
         confirm_event=confirm_event, reply_ttl_seconds=reply_ttl_seconds,
         reply_expiry_event=reply_expiry_event,
         servers=remote.pins if remote is not None else {}, tool_servers=tuple(servers),
+        reply_expiry_event=reply_expiry_event, dependent_writes=dependent_writes,
     )
+    unpriced = unpriced_waits(spec)
+    if unpriced:
+        raise WorkflowDefinitionError(name, unpriced)
     same = [e.label for e in kept if e.definition_hash == spec.definition_hash]
     if same:
         raise WorkflowDefinitionError(name, [
@@ -406,3 +422,22 @@ def version_problems(name: str, version: str, earlier: tuple[Any, ...]) -> list[
     if twice:
         problems.append(f"version labels used twice: {quoted(twice)}")
     return problems
+
+
+def unpriced_waits(spec: WorkflowSpec) -> list[str]:
+    """A workflow whose presentation reads amounts (so release limits apply) must ask its
+    people about a record: an event entering a person's state that records nothing asks
+    them to decide on ``{}``, whose amount no limit can read."""
+    if not spec.presentation.reads_amounts:
+        return []
+    silent: dict[str, set[str]] = {}
+    for state in spec.states:
+        for event, target in spec.events_from(state).items():
+            if spec.waits_for_person(target) and event not in spec.records:
+                silent.setdefault(target, set()).add(event)
+    return [f"release limits compare the amount the presentation reads, but the person "
+            f"deciding in state {state!r} would be asked about nothing: event"
+            f"{'s' if len(events) > 1 else ''} {quoted(events)} record"
+            f"{'' if len(events) > 1 else 's'} no payload; record the request there "
+            f"(records={{{sorted(events)[0]!r}: ...}}, with a payload that carries the amount)"
+            for state, events in sorted(silent.items())]

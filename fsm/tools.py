@@ -55,14 +55,24 @@ class Resources:
                 self._open[name] = opener(self.location)
             return self._open[name]
 
-    def close(self) -> None:
-        """Close every resource opened (those with a ``close`` method)."""
+    def close(self, *, errors: bool = False) -> list[tuple[str, Exception]]:
+        """Close every resource opened (those with a ``close`` method). With ``errors``,
+        each that raises is returned as ``(name, exception)`` and the others are closed
+        all the same; without, the first that raises is raised."""
         with self._lock:
             opened, self._open = self._open, {}
-        for resource in opened.values():
+        failed: list[tuple[str, Exception]] = []
+        for name, resource in opened.items():
             close = getattr(resource, "close", None)
-            if callable(close):
+            if not callable(close):
+                continue
+            try:
                 close()
+            except Exception as exc:
+                if not errors:
+                    raise
+                failed.append((name, exc))
+        return failed
 
 
 class NoArgs(BaseModel):

@@ -175,11 +175,18 @@ class Worker:
                     last_sweep = time.monotonic()
                     self._sweep()
                 self._wake.wait(self.config.poll_seconds)
-            for future in list(self._inflight.values()):
-                future.result()
+            for run_id, future in list(self._inflight.items()):
+                self._finished(run_id, future)
         listening.set()
         self.close_resources()
         self.say("stopped")
+
+    def _finished(self, run_id: str, future: Any) -> None:
+        """Wait for a run in flight at shutdown; what it raised is said in one line."""
+        try:
+            future.result()
+        except Exception as exc:  # noqa: BLE001 - said, not raised: the worker is stopping
+            self.say(f"run {run_id}: stopped with {_line(exc)}")
 
     def stop(self) -> None:
         """Claim nothing more; each run stops after its current step and is released."""
@@ -343,11 +350,14 @@ class Worker:
             return found
 
     def close_resources(self) -> None:
-        """Close the workflow resources the worker opened."""
+        """Close the workflow resources the worker opened; one that cannot be closed here
+        (a SQLite connection opened on another thread refuses) is said in one line."""
         with self._lock:
             opened, self._resources = self._resources, {}
-        for resources in opened.values():
-            resources.close()
+        for workflow, resources in opened.items():
+            for name, exc in resources.close(errors=True):
+                self.say(f"could not close resource {name!r} of workflow {workflow!r}: "
+                         f"{_line(exc)}")
 
     def _parts(self, run: RunState, events: list[Event]) -> tuple[WorkflowSpec, Any]:
         """The workflow the run started under and the policy it recorded (or the override)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from fsm.errors import StoreError
 from fsm.records import GENESIS, Approval, Event, RunState, text_hash
 from fsm.runtime.review import waiting_on
-from fsm.store.people import refusal_link
+from fsm.store.people import Refusal, refusal_link
 from fsm.store.roles import People, RunReads
 
 
@@ -70,29 +70,49 @@ def notifications(store: People, run_id: str, events: list[Event]) -> list[str]:
             for key, seq in written.items() if key not in kept]
 
 
+def chained(store: People, run_id: str) -> tuple[list[Refusal], list[Refusal]]:
+    """The run's refused attempts the chain covers, and those it does not: a row with no
+    hash, or one whose hash does not follow the attempts before it. Only the first are
+    attempts anyone is known to have made (a store that keeps no chain covers all)."""
+    rows = store.refusals(run_id)
+    if store.refusal_head(run_id) is None:
+        return rows, []
+    covered, uncovered, prev = [], [], GENESIS
+    for r in rows:
+        if r.hash is not None and refusal_link(prev, r) == r.hash:
+            covered.append(r)
+            prev = r.hash
+        else:
+            uncovered.append(r)
+    return covered, uncovered
+
+
 def refusals(store: People, run_id: str) -> list[str]:
     """The run's refused decision attempts form a chain whose length and head the run row
-    keeps: a changed, removed or inserted attempt no longer fits it."""
+    keeps: a changed, removed or inserted attempt no longer fits it, and a row with no
+    hash is covered by no chain (written outside fsm, or by a store from before attempts
+    were chained): each is named."""
     head = store.refusal_head(run_id)
     if head is None:
         return []  # a store that does not chain them
     count, last = head
-    prev, chained = GENESIS, 0
-    for r in store.refusals(run_id):
+    rows = store.refusals(run_id)
+    out = [f"refused attempt {r.refusal_id} is covered by no chain (it has no hash): "
+           "written outside fsm, or by a store from before refused attempts were chained; "
+           "it is not shown as an attempt" for r in rows if r.hash is None]
+    prev, linked = GENESIS, 0
+    for r in rows:
         if r.hash is None:
-            if chained:
-                return [f"refused attempt {r.refusal_id} has no hash, though attempts before "
-                        "it have (its hash was removed)"]
-            continue  # recorded before attempts were chained
-        chained += 1
+            continue
+        linked += 1
         if refusal_link(prev, r) != r.hash:
-            return [f"refused attempt {r.refusal_id} was changed, or an attempt before it "
-                    "was removed"]
+            return out + [f"refused attempt {r.refusal_id} was changed, or an attempt before "
+                          "it was removed"]
         prev = r.hash
-    if chained != count:
-        return [f"the run row records {count} refused decision attempts but the web_refusals "
-                f"table has {chained} (rows deleted or added)"]
+    if linked != count:
+        return out + [f"the run row records {count} refused decision attempts but the "
+                      f"web_refusals table has {linked} (rows deleted or added)"]
     if prev != last:
-        return ["the last refused decision attempt is not the one the run row records "
-                "(attempts deleted or replaced)"]
-    return []
+        return out + ["the last refused decision attempt is not the one the run row records "
+                      "(attempts deleted or replaced)"]
+    return out

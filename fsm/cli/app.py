@@ -110,6 +110,14 @@ def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) ->
     console.print(table)
 
 
+def skipped_rows(rows: Any, what: str) -> None:
+    """Name each damaged row a command skipped on its own ``warning:`` line, once: the
+    command did everything else, as a worker does, and one damaged run does not make it
+    fail (``fsm audit RUN`` says what is wrong with that run)."""
+    for line in dict.fromkeys(" ".join(str(r).split()) for r in rows):
+        err_console.print(f"warning: {line} ({what})", markup=False)
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one clear line on stderr; return the exit to raise."""
     err_console.print(f"error: {message}", markup=False)

@@ -10,7 +10,6 @@ import typer
 
 from fsm.errors import UsageError
 
-from . import exits
 from .app import (
     DB_HELP,
     JSON_HELP,
@@ -18,9 +17,9 @@ from .app import (
     WORKFLOW_HELP,
     app,
     console,
-    err_console,
     print_json,
     settings,
+    skipped_rows,
 )
 from .context import check_clock, clock, make_policy, reader_for, refuse_empty, store_for
 from .goal import GOAL_HELP, read_goal
@@ -163,18 +162,14 @@ def _say(line: str) -> None:
 
 def _stats(db: str | None, as_json: bool) -> None:
     """Print the fleet's counts; a row that cannot be read is left out of them and named
-    on its own ``error:`` line, and the command then exits 1."""
+    on its own ``warning:`` line (the counts of every other run stand)."""
     from fsm.errors import RowDamaged
     from fsm.worker import fleet_stats
 
     damaged: list[RowDamaged] = []
     with reader_for(db) as reader:
         _print_stats(fleet_stats(reader, clock(), damaged), as_json)
-    if damaged:
-        for row in damaged:
-            err_console.print(f"error: {' '.join(str(row).split())} (left out of the counts)",
-                              markup=False)
-        raise typer.Exit(exits.ERROR)
+    skipped_rows(damaged, "left out of the counts")
 
 
 def _print_stats(data: dict[str, Any], as_json: bool) -> None:

@@ -13,7 +13,17 @@ if TYPE_CHECKING:  # ``fsm --help`` must not import pydantic's models
     from fsm.transcript import Message
 
 from . import exits
-from .app import DB_HELP, JSON_HELP, MAX_INT, app, console, err_console, print_json, print_table
+from .app import (
+    DB_HELP,
+    JSON_HELP,
+    MAX_INT,
+    app,
+    console,
+    err_console,
+    print_json,
+    print_table,
+    skipped_rows,
+)
 from .asked import customer_lines
 from .context import fmt_time, path_of, reader_for, version_for_run
 from .history import history_rows
@@ -82,9 +92,10 @@ def runs_cmd(
 def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     """List the approvals that runs wait on.
 
-    A row that cannot be read, or a pending approval no run waits on (its run finished,
-    or the row was written outside a step), is not listed: each is named on an ``error:``
-    line, and the command exits 1."""
+    A run with a row that cannot be read is skipped and named on a ``warning:`` line;
+    every other approval is listed. A pending approval no run waits on (its run
+    finished, or the row was written outside a step), or a run whose workflow cannot be
+    loaded, is not listed: each is named on an ``error:`` line, and the command exits 1."""
     from fsm.errors import FSMError
 
     rows, problems = [], []
@@ -93,14 +104,16 @@ def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
         for a in store.approvals(pending_only=True, damaged=damaged):
             try:
                 row = _approval_row(store, a)
-            except FSMError as exc:  # the run's own rows, or its workflow
+            except RowDamaged as exc:  # one of the run's own rows
+                damaged.append(exc)
+                continue
+            except FSMError as exc:  # its workflow
                 problems.append(f"{' '.join(str(exc).split())} (not listed)")
                 continue
             if isinstance(row, str):
                 problems.append(row)
             else:
                 rows.append(row)
-        problems[:0] = [f"{d} (not listed)" for d in damaged]
     if as_json:
         print_json(rows)
     else:
@@ -110,6 +123,7 @@ def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
             [json.dumps(r[c], ensure_ascii=False) if c == "arguments" else r[c] for c in cols]
             for r in rows
         ])
+    skipped_rows(damaged, "not listed")
     for line in problems:
         err_console.print(f"error: {' '.join(line.split())}", markup=False)
     if problems:

@@ -22,6 +22,7 @@ from .app import (
     err_console,
     print_json,
     settings,
+    skipped_rows,
 )
 from .asked import customer_data, customer_lines
 from .context import (
@@ -425,8 +426,9 @@ def sweep_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     sweep; a damaged row, or a run that cannot be written, is named on an ``error:`` line
     (the command then exits 1) and everything else due is applied all the same."""
     problems: list[str] = []
+    damaged: list[Any] = []
     with store_for(db) as store:
-        touched = _sweep(store, problems)
+        touched = _sweep(store, problems, damaged)
     if as_json:
         print_json(touched)
     else:
@@ -435,18 +437,20 @@ def sweep_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
         for t in touched:
             console.print(f"expired  {t['run_id']} → {t['state']} ({t['status']})",
                           markup=False)
+    skipped_rows(damaged, "skipped")
     for line in problems:
         err_console.print(f"error: {' '.join(line.split())}", markup=False)
     if problems:
         raise typer.Exit(exits.ERROR)
 
 
-def _sweep(store: Store, problems: list[str]) -> list[dict[str, Any]]:
-    from fsm.errors import FSMError, RowDamaged
+def _sweep(store: Store, problems: list[str], damaged: list[Any]) -> list[dict[str, Any]]:
+    """Sweep every workflow's runs; what cannot be swept goes to ``problems``, the damaged
+    rows of runs it skipped to ``damaged``."""
+    from fsm.errors import FSMError
     from fsm.runtime.engine import Engine
 
     touched: list[dict[str, Any]] = []
-    damaged: list[RowDamaged] = []
     for run in _due_by_workflow(store, damaged, problems):
         try:
             engine = Engine(spec_for_run(store, run), store, clock=settings().clock)
@@ -455,13 +459,12 @@ def _sweep(store: Store, problems: list[str]) -> list[dict[str, Any]]:
             continue
         skipped: list[tuple[str, str]] = []
         failed: list[tuple[str, str]] = []
-        for run_id in engine.sweep(skipped, failed=failed, damaged=[]):  # damaged: below
+        for run_id in engine.sweep(skipped, failed=failed, damaged=damaged):
             after = store.load_run(run_id)
             touched.append({"run_id": run_id, "status": after.status, "state": after.state})
         for run_id, why in skipped:
             err_console.print(f"skipped {run_id}: {why}", markup=False)
         problems += [f"cannot sweep run {run_id!r}: {why}" for run_id, why in failed]
-    problems[:0] = [f"{d} (skipped)" for d in damaged]
     problems[:] = dict.fromkeys(problems)  # a run found broken twice is named once
     return touched
 
@@ -469,7 +472,7 @@ def _sweep(store: Store, problems: list[str]) -> list[dict[str, Any]]:
 def _due_by_workflow(store: Store, damaged: list[Any], problems: list[str]) -> list[RunState]:
     """One run of each workflow with an expired approval or a run waiting for its customer
     (its engine sweeps them all)."""
-    from fsm.errors import FSMError
+    from fsm.errors import FSMError, RowDamaged
 
     by_workflow: dict[str, RunState] = {}
     now = clock()
@@ -478,10 +481,29 @@ def _due_by_workflow(store: Store, damaged: list[Any], problems: list[str]) -> l
             continue
         try:
             run = store.load_run(a.run_id)
+        except RowDamaged as exc:
+            damaged.append(exc)
+            continue
         except FSMError as exc:
             problems.append(f"cannot sweep run {a.run_id!r}: {' '.join(str(exc).split())}")
             continue
         by_workflow.setdefault(run.workflow, run)
     for run in store.list_runs("awaiting_customer", damaged=damaged):
         by_workflow.setdefault(run.workflow, run)
+    for run in store.list_runs("awaiting_approval", damaged=damaged):
+        if run.workflow not in by_workflow and _decided_row(store, run, damaged):
+            by_workflow[run.workflow] = run  # its engine hands over what the log never held
     return list(by_workflow.values())
+
+
+def _decided_row(store: Store, run: RunState, damaged: list[Any]) -> bool:
+    """Whether the approval row ``run`` waits on says it was decided."""
+    from fsm.errors import RowDamaged
+
+    aid = run.pending.approval_id if run.pending is not None else None
+    try:
+        row = store.approval(aid) if aid is not None else None
+    except RowDamaged as exc:
+        damaged.append(exc)
+        return False
+    return row is not None and row.decision is not None

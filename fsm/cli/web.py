@@ -77,8 +77,8 @@ def _currency_of(workflow: str | None) -> Presentation:
     from fsm.registry import load_workflow, registered
 
     if workflow is not None:
-        return load_workflow(workflow).presentation
-    found = {}
+        return _typed_in(load_workflow(workflow).presentation, workflow)
+    found, unnamed = {}, []
     for name in sorted(registered()):
         try:
             shown = load_workflow(name).presentation
@@ -86,11 +86,29 @@ def _currency_of(workflow: str | None) -> Presentation:
             continue
         if shown.currency is not None:
             found[name] = shown
+        elif shown.money is not None:
+            unnamed.append(name)
+    if unnamed:
+        raise UsageError(f"--limit is an amount in a workflow's currency, and workflow "
+                         f"{', '.join(unnamed)} shows money (money=) without naming its "
+                         "currency: give --workflow")
     if len({p.currency for p in found.values()}) > 1:
         names = ", ".join(f"{n} ({p.unit.unit})" for n, p in found.items())
         raise UsageError(f"--limit is an amount in a workflow's currency, and several are "
                          f"registered: give --workflow (one of {names})")
     return next(iter(found.values()), PLAIN)
+
+
+def _typed_in(shown: Presentation, workflow: str) -> Presentation:
+    """``shown``, when a limit can be typed and shown in its currency: a workflow that
+    writes its own money (``money=``) without a ``currency=`` gives no major unit, and a
+    limit typed as its help says (major units) would be read a hundred times off."""
+    if shown.currency is None and shown.money is not None:
+        raise UsageError(f"workflow {workflow!r} shows amounts with its own money= but names "
+                         "no currency, so a release limit cannot be typed or shown in it: "
+                         "give its Presentation a currency= (e.g. Currency(symbol=\"$\", "
+                         "digits=2, minor=\"cents\", major=\"dollars\"))")
+    return shown
 
 
 def parse_limit(text: str | None, workflow: str | None, what: str = "--limit") -> int | None:

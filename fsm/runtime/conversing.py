@@ -220,7 +220,9 @@ class Conversations:
                 if skipped is not None:
                     skipped.append((run.run_id, str(exc)))
             except FSMError as exc:
-                if failed is not None:
+                if isinstance(exc, RowDamaged) and damaged is not None:
+                    damaged.append(exc)  # named with the other damaged rows
+                elif failed is not None:
                     failed.append((run.run_id, str(exc)))
                 elif problems is not None:
                     problems.append(exc)

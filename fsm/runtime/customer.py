@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from fsm.customer import AwaitingCustomer, Confirmation, Reply
 from fsm.errors import validation_summary
+from fsm.reach import reach
 from fsm.records import RunState, call_subject, canonical, describe, fingerprint, shown
 from fsm.spec import WorkflowSpec
 from fsm.tools import ToolSpec
@@ -71,6 +72,21 @@ def _bound_records(spec: WorkflowSpec) -> frozenset[str]:
         found = spec.cache[_bound_records] = frozenset(
             t.confirmed_by for t in spec.tools.values() if t.confirmed_by is not None)
     return found  # type: ignore[no-any-return]
+
+
+def can_propose(spec: WorkflowSpec, state: str, record: str) -> bool:
+    """Whether the model can still propose a write confirmed by ``record`` from ``state``:
+    through its own events, it reaches an event that records a proposal there."""
+    key = (can_propose, state, record)
+    found = spec.cache.get(key)
+    if found is None:
+        def moves(here: str) -> list[tuple[str, str]]:
+            return [(spec.events_from(here)[e], e) for e in spec.model_events(here)]
+
+        reached = reach([state], moves)
+        found = spec.cache[key] = any(spec.records.get(e) == record
+                                      for s in reached for e in spec.model_events(s))
+    return bool(found)
 
 
 def confirmers(spec: WorkflowSpec, record: str) -> list[ToolSpec]:

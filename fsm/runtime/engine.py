@@ -302,6 +302,9 @@ class Engine(Conversations):
                 raise review.not_waiting(
                     run, self.store.approvals(run.run_id, pending_only=False))
             approval = review.pending_approval(self.store, run)
+            unlogged = review.unlogged_decision(approval, self.store.events(run_id))
+            if unlogged is not None:
+                return self.settled(self._unlogged(run, b, unlogged))
             ruling = review.review(b.spec, run, approval, approved=approved,
                                    reviewer=reviewer, note=note, now=self.clock(), event=event,
                                    amend=amend)
@@ -383,24 +386,13 @@ class Engine(Conversations):
         that cannot be read to ``damaged``. Every other run is swept all the same; without
         ``failed`` (or ``damaged``) the first such problem is raised once they are.
         """
-        touched = []
         now = self.clock()
         rows: list[RowDamaged] = []
         problems: list[FSMError] = []
-        for a in self.store.approvals(pending_only=True, damaged=rows):
-            if a.expires_at > now:
-                continue
-            try:
-                if self._sweep_one(a.run_id):
-                    touched.append(a.run_id)
-            except (RunLocked, DefinitionChanged) as exc:
-                if skipped is not None:
-                    skipped.append((a.run_id, str(exc)))
-            except FSMError as exc:
-                if failed is None:
-                    problems.append(exc)
-                else:
-                    failed.append((a.run_id, str(exc)))
+        due = [a.run_id for a in self.store.approvals(pending_only=True, damaged=rows)
+               if a.expires_at <= now]
+        touched = [run_id for run_id in due + self._decided_waiting(rows)
+                   if self._sweep_guarded(run_id, skipped, failed, problems, rows)]
         touched += self.sweep_conversations(skipped, failed=failed, problems=problems,
                                             damaged=rows)
         if damaged is None:
@@ -410,6 +402,41 @@ class Engine(Conversations):
         if problems:
             raise problems[0]
         return touched
+
+    def _decided_waiting(self, damaged: list[RowDamaged]) -> list[str]:
+        """Runs of this workflow that wait for a person on an approval row that says it
+        was decided: what no decision fsm records leaves behind (the sweep hands each
+        over unless its log holds the decision)."""
+        found = []
+        for run in self.store.list_runs("awaiting_approval", workflow=self.spec.name,
+                                        damaged=damaged):
+            aid = run.pending.approval_id if run.pending is not None else None
+            try:
+                row = self.store.approval(aid) if aid is not None else None
+            except RowDamaged as exc:
+                damaged.append(exc)
+                continue
+            if row is not None and row.decision is not None:
+                found.append(run.run_id)
+        return found
+
+    def _sweep_guarded(self, run_id: str, skipped: list[tuple[str, str]] | None,
+                       failed: list[tuple[str, str]] | None,
+                       problems: list[FSMError], damaged: list[RowDamaged]) -> bool:
+        """:meth:`_sweep_one`, with what stops it reported as :meth:`sweep` says."""
+        try:
+            return self._sweep_one(run_id)
+        except (RunLocked, DefinitionChanged) as exc:
+            if skipped is not None:
+                skipped.append((run_id, str(exc)))
+        except RowDamaged as exc:
+            damaged.append(exc)
+        except FSMError as exc:
+            if failed is None:
+                problems.append(exc)
+            else:
+                failed.append((run_id, str(exc)))
+        return False
 
     def _sweep_one(self, run_id: str) -> bool:
         """Expire the run's approval if it is due; whether it did (not when someone
@@ -606,14 +633,23 @@ class Engine(Conversations):
         return s.save()
 
     def _expire_if_due(self, run: RunState, b: _Bound) -> RunState:
-        """Apply an expired approval: fire the expiry event, or tell the model."""
+        """Apply an expired approval: fire the expiry event, or tell the model. An
+        approval row decided outside the log hands the run over."""
         if run.status != "awaiting_approval" or run.pending is None:
             return run
         approval = review.pending_approval(self.store, run)
+        unlogged = review.unlogged_decision(approval, self.store.events(run.run_id))
+        if unlogged is not None:
+            return self._unlogged(run, b, unlogged)
         if not review.is_due(approval, self.clock()):
             return run
         s = Step(b.ctx, run, step=run.step)
         s.apply_ruling(review.expiry(b.spec, run, approval))
+        return s.save()
+
+    def _unlogged(self, run: RunState, b: _Bound, reason: str) -> RunState:
+        s = Step(b.ctx, run, step=run.step)
+        s.hand_over_waiting(reason)
         return s.save()
 
     # -- plumbing ---------------------------------------------------------------------
@@ -692,10 +728,13 @@ def usable(raw: Any) -> Action:
     except ValidationError as exc:
         # Address the error to the tool the model meant, when it named one.
         tool = raw.get("tool") if isinstance(raw, dict) else None
+        said = "" if isinstance(raw, dict | Action) else f" (the policy returned {_named(raw)})"
         return Action(tool=storable(tool) if isinstance(tool, str) else None,
-                      problem=f"unusable policy output: {validation_summary(exc, 'action')}")
+                      problem=f"unusable policy output: {validation_summary(exc, 'action')}"
+                              f"{said}")
     except Exception as exc:
-        return Action(problem=f"unusable policy output: {describe(exc)}")
+        return Action(problem=f"unusable policy output: {describe(exc)} (the policy returned "
+                              f"{_named(raw)})")
     try:
         check_plain_json([action.tool, action.args, action.final, action.text])
     except (TypeError, ValueError, RecursionError) as exc:
@@ -703,3 +742,12 @@ def usable(raw: Any) -> Action:
                       usage=action.usage,
                       problem=f"unusable policy output: arguments are not plain JSON ({exc})")
     return action
+
+
+def _named(raw: Any) -> str:
+    """A policy's output, named in a line: ``None``, ``42``, ``'refund everything'``."""
+    try:
+        text = repr(raw)
+    except Exception:  # noqa: BLE001 - the output's own repr is the policy's code
+        text = f"a {type(raw).__name__}"
+    return storable(text if len(text) <= 80 else text[:79] + "…")

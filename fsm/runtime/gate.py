@@ -17,7 +17,7 @@ from fsm.errors import validation_summary
 from fsm.policy import Action
 from fsm.records import RunState, fingerprint, shown
 from fsm.runtime.context import StepContext
-from fsm.runtime.customer import checked_proposal, confirmation_problem
+from fsm.runtime.customer import can_propose, checked_proposal, confirmation_problem
 from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.tools import ToolSpec
 
@@ -28,6 +28,11 @@ RECENT_WINDOW = 20
 MAX_FAILED_CALLS = 3
 #: The mark of a failed call in the recent-calls window.
 FAILED = "failed:"
+#: How many times in a row the policy may give the same unusable output: it is a loop
+#: (a policy that returns ``None``, a model stuck on one malformed answer), not a slip.
+MAX_UNUSABLE = 3
+#: The mark of an unusable output in the recent-calls window.
+UNUSABLE = "unusable:"
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,10 @@ class Refuse:
     fail: str | None = None
     #: The repeated-call counter to record, when this refusal is a repetition.
     repeat_refusals: int | None = None
+    #: Set when the refusal hands the run over: nothing the model can do gets past it.
+    hand_over: str | None = None
+    #: A mark for the recent-calls window (an unusable output, counted in a row).
+    remember: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +122,7 @@ def check(ctx: StepContext, run: RunState, action: Action) -> Decision:
     """What to do with ``action`` in ``run``'s current state. Changes nothing."""
     spec = ctx.spec
     if action.problem is not None:
-        return Refuse(action.problem, tool=action.tool)
+        return _unusable(run, action.problem, action.tool)
     if action.final is not None:
         if run.state in spec.asks_customer:
             return _ask(spec, run.state, action.final)
@@ -127,6 +136,17 @@ def check(ctx: StepContext, run: RunState, action: Action) -> Decision:
     if action.tool == ADVANCE and ctx.has_events:
         return _event(spec, run.state, action.args)
     return _tool(ctx, run, action.tool, action.args)
+
+
+def _unusable(run: RunState, problem: str, tool: str | None) -> Refuse:
+    """Unusable output is an observation for the model; the same one
+    :data:`MAX_UNUSABLE` times in a row fails the run, naming it."""
+    mark = UNUSABLE + fingerprint(problem)
+    earlier = run.recent_calls[-(MAX_UNUSABLE - 1):]
+    if earlier == [mark] * (MAX_UNUSABLE - 1):
+        return Refuse(problem, tool=tool, fail=f"the policy gave the same unusable output "
+                                               f"{MAX_UNUSABLE} times in a row: {problem}")
+    return Refuse(problem, tool=tool, remember=mark)
 
 
 def _ask(spec: WorkflowSpec, state: str, text: str) -> Decision:
@@ -206,7 +226,7 @@ def _rules(ctx: StepContext, run: RunState, tool: ToolSpec, args: BaseModel) -> 
     if tool.confirmed_by is not None:
         unconfirmed = confirmation_problem(run, tool, args.model_dump(mode="json"))
         if unconfirmed is not None:
-            return Refuse(f"{name!r} refused: {unconfirmed}", tool=name)
+            return _unconfirmed(ctx.spec, run, tool, unconfirmed)
     facts = MappingProxyType(run.facts)  # the workflow's code reads facts, never writes them
     try:
         problem = tool.check(args, facts) if tool.check is not None else None
@@ -227,6 +247,22 @@ def _rules(ctx: StepContext, run: RunState, tool: ToolSpec, args: BaseModel) -> 
     except Exception as exc:
         return Broken(name, f"the approval rule of {name!r}", exc)
     return Pause(name, args, counter) if pause else Call(name, args, counter)
+
+
+def _unconfirmed(spec: WorkflowSpec, run: RunState, tool: ToolSpec, problem: str) -> Refuse:
+    """A write the customer did not confirm: the model reads why, and makes the call
+    confirmed or proposes this one. Where there is no yes left (it was spent on a call
+    that failed) and no proposal can be made from here, nothing the model does can get
+    one, so the run is handed over."""
+    reason = f"{tool.name!r} refused: {problem}"
+    assert tool.confirmed_by is not None
+    unspent = run.confirmation is not None and run.confirmation.record == tool.confirmed_by
+    if unspent or can_propose(spec, run.state, tool.confirmed_by):
+        return Refuse(reason, tool=tool.name)  # the confirmed call can still be made
+    return Refuse(reason, tool=tool.name, hand_over=(
+        f"{tool.name} needs the customer's yes to this call, and none can be asked from "
+        f"state {run.state!r} (a yes is spent on the call it confirmed); a person takes "
+        "over"))
 
 
 def _repeated(run: RunState, name: str, max_repeats: int, *, failed: int = 0) -> Refuse:

@@ -24,6 +24,7 @@ from fsm.names import name_problem, same_person
 from fsm.records import (
     Approval,
     CallAwaitingApproval,
+    Event,
     EventAwaitingPerson,
     RunState,
     Verdict,
@@ -63,6 +64,22 @@ def pending_approval(store: Approvals, run: RunState) -> Approval:
         return a
     raise NothingPending(f"run {run.run_id!r} has no approval record for its pause",
                          run_id=run.run_id, state=run.state)
+
+
+def unlogged_decision(approval: Approval, events: Sequence[Event]) -> str | None:
+    """Why a decided approval row cannot be believed, or ``None``: every decision fsm
+    records is an event of the run's log, so a row that says it was decided while the log
+    holds no decision of it (another run's decision copied onto it) was changed outside
+    fsm. Nobody can decide it again, and nothing may act on it: a person takes over."""
+    if approval.decision is None:
+        return None
+    if any(e.kind == "decision" and e.detail.get("approval_id") == approval.approval_id
+           for e in events):
+        return None
+    by = f" by {shown(approval.reviewer)}" if approval.reviewer else ""
+    return (f"approval {approval.approval_id} says it was {shown(approval.decision)}{by}, "
+            "but the run's log holds no decision of it: the row was changed outside fsm, "
+            "and a person takes over")
 
 
 def waiting_on(run: RunState, approval: Approval

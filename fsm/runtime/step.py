@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from fsm.customer import AwaitingCustomer
 from fsm.errors import (
     HandoverRefused,
+    PartlyApplied,
     TransitionRefused,
     Unavailable,
     WorkflowCodeError,
@@ -170,6 +171,13 @@ class Step(CustomerSteps):
             detail["error"] = storable(error)
         self.event("stop", reason=reason, detail=detail)
 
+    def hand_over_waiting(self, reason: str) -> None:
+        """A run that waits for a person on a request nobody can decide any more (its
+        approval row says decided, the log does not): it waits no longer, and a person
+        takes it over with ``reason``."""
+        self._set(status="running", pending=None)
+        self.stop("handed_over", reason)
+
     def policy_set(self, record: dict[str, Any], previous: dict[str, Any]) -> None:
         """From here on the run is driven by the policy ``record`` names (logged)."""
         self.event("policy_set", detail={**record, "previous": {
@@ -320,8 +328,13 @@ class Step(CustomerSteps):
         else:
             self.message(RuntimeNote.make(content=reason))
         self.event("refusal", tool=refusal.tool, event=refusal.event, reason=reason)
+        if refusal.remember is not None:
+            self._set(recent_calls=(self.run.recent_calls
+                                    + [refusal.remember])[-gate.RECENT_WINDOW:])
         if refusal.fail is not None:
             self.stop("failed", refusal.fail)
+        elif refusal.hand_over is not None:
+            self.stop("handed_over", refusal.hand_over)
 
     def _binding_broken(self, action: Action) -> bool:
         """Before a write, what a person approved must still be what the run holds.
@@ -359,7 +372,7 @@ class Step(CustomerSteps):
                           facts=MappingProxyType(self.run.facts),
                           key=key if tool.write else None,
                           resources=self.ctx.resources)
-        result, error = self._call(tool, args, ctx, args_dict, key)
+        result, error, partly = self._call(tool, args, ctx, args_dict, key)
         ran = error is None
         recorded, text, error = _recorded(tool_name, result, error)
         if tool.write and key is not None:
@@ -367,7 +380,7 @@ class Step(CustomerSteps):
         self.event("tool", tool=tool_name,
                    detail={"args": args_dict, "key": key, "error": error, **confirmed})
         self._remember_call(tool_name, args_dict, failed=error is not None)
-        if tool.write and not ran and self._half_done(tool_name, key, error):
+        if tool.write and not ran and self._half_done(tool_name, key, error, partly):
             return
         if tool.write and ran and error is not None:
             # The write happened, but what it returned cannot be kept: told it failed, the
@@ -378,8 +391,9 @@ class Step(CustomerSteps):
         self._finish_call(tool, args, recorded, error, text)
 
     def _call(self, tool: ToolSpec, args: BaseModel, ctx: ToolContext,
-              args_dict: dict[str, Any], key: str | None) -> tuple[Any, str | None]:
-        """Call the tool (its hooks around it): its result, or the error the model reads."""
+              args_dict: dict[str, Any], key: str | None) -> tuple[Any, str | None, bool]:
+        """Call the tool (its hooks around it): its result, or the error the model reads,
+        and whether the tool said it partly applied (:class:`~fsm.errors.PartlyApplied`)."""
         hooks = self.ctx.hooks
         # The views are built only for hooks that look at tool calls.
         watched = hooks is not None and (hooks.wants("before_tool") or hooks.wants("after_tool"))
@@ -389,6 +403,7 @@ class Step(CustomerSteps):
             hooks.call("before_tool", call)
         result: Any = None
         error: str | None = None
+        partly = False
         try:
             result = tool.fn(args, ctx)
         except Exception as exc:
@@ -400,9 +415,10 @@ class Step(CustomerSteps):
                     hooks.call("after_tool", observe.tool_result(call, error))
                 raise Unavailable(f"{tool.name}: {error}") from exc
             error = describe(exc)
+            partly = isinstance(exc, PartlyApplied)
         if hooks is not None and call is not None:
             hooks.call("after_tool", observe.tool_result(call, error))
-        return result, error
+        return result, error, partly
 
     def _remember_call(self, tool: str, args: dict[str, Any], *, failed: bool) -> None:
         """The call joins the window the repetition rule reads (a failed one as failed)."""
@@ -410,9 +426,19 @@ class Step(CustomerSteps):
             self._set(recent_calls=gate.remembered(self.run.recent_calls, tool, args,
                                                    failed=failed))
 
-    def _half_done(self, tool: str, key: str | None, error: str | None) -> bool:
-        """A write failed after an earlier write of this run succeeded: the run is handed
-        to a person with both facts (the model could neither finish nor undo it)."""
+    def _half_done(self, tool: str, key: str | None, error: str | None, partly: bool) -> bool:
+        """A failed write that may have left the world half done hands the run to a
+        person (the model could neither finish nor undo it): one the tool says partly
+        applied, or, where the workflow's writes depend on one another, one that failed
+        after an earlier write of this run succeeded. Any other failed write is the
+        tool's refusal, which changed nothing: an observation for the model."""
+        if partly:
+            self.tool_result(tool, error=error)
+            self.stop("handed_over", f"{tool} partly applied ({error}, {key}); a person "
+                                     "finishes or undoes it")
+            return True
+        if not self.ctx.spec.dependent_writes:
+            return False
         done = [e for e in self.ctx.store.effects(self.run.run_id)
                 if e.status == "DONE" and e.error is None and e.key != key]
         if not done:

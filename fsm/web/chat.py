@@ -8,11 +8,19 @@ Both need ``Authorization: Bearer TOKEN``, the token given out when the run star
 (only its hash is kept; compared in constant time): knowing a run's id is not enough.
 A refused request is a 4xx whose JSON names the problem (``{"error": code, "message":
 ...}``) and changes nothing; refused replies are kept where auditors read them.
+
+A request without the run's token proves nothing about who sent it, so its refusals are
+rate-limited and counted rather than kept one row each: a few per run and per address in
+any five minutes are kept (the next one kept says how many were refused unkept before it);
+past that, the request is refused with 429 and only counted.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import threading
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -29,6 +37,7 @@ from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Refusal
 from fsm.transcript import CustomerReply, read_all
+from fsm.web.auth import Throttle
 from fsm.web.decisions import Workflows
 
 #: The largest request body read (bytes): room for a reply of REPLY_MAX characters, each
@@ -38,7 +47,10 @@ BODY_MAX = REPLY_MAX * 12 + 1024
 #: The HTTP status of each refusal of a reply.
 STATUS = {"empty": 400, "nul": 400, "not_text": 400, "body": 400, "too_long": 413,
           "media": 415, "no_token": 401, "token": 403, "unknown_run": 404, "finished": 409,
-          "not_waiting": 409, "stale": 409, "definition": 409, "busy": 503}
+          "not_waiting": 409, "stale": 409, "definition": 409, "busy": 503,
+          "throttled": 429}
+#: Refusals of requests that did not prove they are the customer's.
+UNAUTHENTICATED = ("no_token", "token")
 
 
 def ChatRefused(code: str, message: str) -> InboxRefused:  # noqa: N802 - reads as a class
@@ -111,10 +123,16 @@ def conversation_data(store: Store, spec: WorkflowSpec | None, run: RunState
 class ChatRoutes:
     """``GET /chat/{run_id}`` and ``POST /chat/{run_id}/replies``."""
 
-    def __init__(self, store: Store, workflows: Workflows, clock: Any) -> None:
+    def __init__(self, store: Store, workflows: Workflows, clock: Any,
+                 throttle: Throttle | None = None) -> None:
         self.store = store
         self.workflows = workflows
         self.clock = clock
+        #: How many unauthenticated refusals are kept as rows, per run and per address.
+        self.throttle = throttle or Throttle(attempts=3, per_address=30, window=300.0)
+        #: run id → unauthenticated refusals counted and not kept since its last kept one.
+        self.unkept: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
 
     async def read(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]
@@ -133,7 +151,12 @@ class ChatRoutes:
             text, seen = await _reply_body(request)
             data = await run_in_threadpool(self._keep, request, run, text, seen)
         except InboxRefused as exc:
-            if exc.code not in ("unknown_run",):
+            if exc.code in UNAUTHENTICATED:
+                wait = await run_in_threadpool(self._unauthenticated, request, run_id, exc)
+                if wait > 0:
+                    return _refused("throttled", "too many requests without this run's reply "
+                                    "token; nothing was read or kept", retry_after=wait)
+            elif exc.code != "unknown_run":
                 await run_in_threadpool(self._remember, request, run_id, exc)
             return _refused(exc.code, str(exc))
         except ClientDisconnect:
@@ -189,12 +212,30 @@ class ChatRoutes:
         except FSMError:
             return None
 
-    def _remember(self, request: Request, run_id: str, exc: InboxRefused) -> None:
+    def _unauthenticated(self, request: Request, run_id: str, exc: InboxRefused) -> float:
+        """A request without the run's token: kept while the throttle lets it (0 is
+        returned), else only counted (the seconds until one is kept again)."""
+        address = request.client.host if request.client else ""
+        wait = self.throttle.attempt(run_id, address)
+        with self._lock:
+            if wait > 0:
+                self.unkept[run_id] = self.unkept.get(run_id, 0) + 1
+                self.unkept.move_to_end(run_id)
+                while len(self.unkept) > self.throttle.capacity:
+                    self.unkept.popitem(last=False)
+                return wait
+            before = self.unkept.pop(run_id, 0)
+        more = f" ({before} more refused before it were counted, not kept)" if before else ""
+        self._remember(request, run_id, exc, more)
+        return 0.0
+
+    def _remember(self, request: Request, run_id: str, exc: InboxRefused,
+                  more: str = "") -> None:
         """Keep a refused reply where an auditor reads it (the run's refused attempts)."""
         try:
             self.store.add_refusal(Refusal(
                 run_id=run_id, account="(customer)", action="reply", code=exc.code,
-                reason=str(exc)[:500], at=self.clock(),
+                reason=str(exc)[:500 - len(more)] + more, at=self.clock(),
                 remote=request.client.host if request.client else ""))
         except FSMError:
             pass
@@ -230,7 +271,9 @@ async def _reply_body(request: Request) -> tuple[str, str | None]:
     return body["text"], seen
 
 
-def _refused(code: str, message: str) -> JSONResponse:
-    headers = {"WWW-Authenticate": "Bearer"} if code in ("no_token", "token") else None
+def _refused(code: str, message: str, retry_after: float = 0.0) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if code in UNAUTHENTICATED else {}
+    if retry_after > 0:
+        headers["Retry-After"] = str(math.ceil(retry_after))
     return JSONResponse({"error": code, "message": message}, status_code=STATUS.get(code, 400),
-                        headers=headers)
+                        headers=headers or None)

@@ -170,6 +170,22 @@ def describe(spec: WorkflowSpec | None, run: RunState, approval: Approval) -> As
     return Ask(summary=summary, amount=amount, amount_text=money(spec, amount))
 
 
+def beyond_limit(spec: WorkflowSpec | None, ask: Ask, limit: int | None) -> str | None:
+    """Why an approver with release limit ``limit`` may not approve ``ask``, or ``None``.
+
+    A limit fails closed: a request whose amount the workflow does not give (its
+    presentation reads none, or reads none from these arguments) is beyond every limit,
+    since nothing says it is within one. Only an approver without a limit may approve it."""
+    if limit is None:
+        return None
+    if ask.amount is None:
+        return (f"this request shows no amount that your release limit of "
+                f"{money(spec, limit)} could be compared with")
+    if ask.amount > limit:
+        return f"{ask.amount_text} is above your release limit of {money(spec, limit)}"
+    return None
+
+
 # -- deciding -------------------------------------------------------------------------------
 
 _ERRORS: list[tuple[type[Exception], str, int]] = [
@@ -235,11 +251,10 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
     if amend is not None:
         ask = replace(ask, amount=next(iter(amend.values())))
         ask = replace(ask, amount_text=money(spec, ask.amount))
-    if (action == "approve" and account.limit is not None and ask.amount is not None
-            and ask.amount > account.limit):
-        raise InboxRefused("limit", f"{ask.amount_text} is above your release limit of "
-                      f"{money(spec, account.limit)}; ask an approver with a higher limit",
-                      403)
+    beyond = beyond_limit(spec, ask, account.limit) if action == "approve" else None
+    if beyond is not None:
+        who = "without a release limit" if ask.amount is None else "with a higher limit"
+        raise InboxRefused("limit", f"{beyond}; ask an approver {who}", 403)
     policy = workflows.policy(spec, run, store.events(run.run_id))
     engine = Engine(family, store, policy, clock=clock, compactor=Compactor())
     try:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm.auditor.audit import audit
+from fsm.auditor.beside import chained
 from fsm.auditor.diagram import extract, overlay
 from fsm.auditor.render import DOT_TIMEOUT, GraphvizMissing, render, to_dot
 from fsm.errors import FSMError, RowDamaged
@@ -29,7 +30,15 @@ from fsm.store.base import Store
 from fsm.store.people import Notification
 from fsm.transcript import Message, read_all
 from fsm.web.chat import Said, asked, conversation
-from fsm.web.decisions import Ask, Workflows, describe, iso, money, own_version
+from fsm.web.decisions import (
+    Ask,
+    Workflows,
+    beyond_limit,
+    describe,
+    iso,
+    money,
+    own_version,
+)
 from fsm.web.duplicates import Other, others, subject_of
 from fsm.web.story import Line, story
 
@@ -247,7 +256,8 @@ class ApprovalPage:
     events: list[Event]
     svg: str
     limit_text: str = ""
-    over_limit: bool = False
+    #: Why the signed-in approver's release limit does not cover this request, or ``""``.
+    beyond: str = ""
     notifications: list[Notification] = field(default_factory=list)
     #: The argument a reviewer may lower here (the workflow's amount), or ``None``.
     lower_field: str | None = None
@@ -311,7 +321,7 @@ def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approv
         transcript=read_all(store.messages(run.run_id, 0, run.message_count)), events=events,
         svg=diagrams.svg(spec, run.run_id, events, run.definition_hash),
         limit_text=money(spec, limit) if limit is not None else "",
-        over_limit=limit is not None and ask.amount is not None and ask.amount > limit,
+        beyond=beyond_limit(spec, ask, limit) or "",
         notifications=store.notifications(approval_ids=[approval.approval_id]),
         lower_field=_lower_field(spec and own_version(spec, run), checked),
         unloadable=workflows.problem(store, run) if open_ else None,
@@ -357,6 +367,7 @@ class RunPage:
     audit_problems: list[str]
     head: str
     svg: str
+    #: The refused attempts the run's chain covers (attempts someone made).
     refusals: list[Any]
     notifications: list[Notification]
     created: str
@@ -377,6 +388,13 @@ class RunPage:
     token: bool = False
     #: The runs forked from this one (``fsm fork``), oldest first.
     forks: list[str] = field(default_factory=list)
+    #: Refused-attempt rows no chain covers: not shown as attempts, only counted.
+    unchained: int = 0
+
+
+def _refusals(store: Store, run_id: str) -> dict[str, Any]:
+    covered, uncovered = chained(store, run_id)
+    return {"refusals": covered, "unchained": len(uncovered)}
 
 
 def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str) -> RunPage:
@@ -390,7 +408,7 @@ def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str
                    for a in store.approvals(run_id, pending_only=False)],
         audit_ok=report.ok, audit_problems=report.problems, head=report.head,
         svg=diagrams.svg(spec, run_id, events, run.definition_hash),
-        refusals=store.refusals(run_id),
+        **_refusals(store, run_id),
         notifications=store.notifications(run_id=run_id),
         created=iso(run.created_at), updated=iso(run.updated_at),
         story=story(store, run_id, events, spec.presentation if spec else PLAIN),

@@ -1,6 +1,8 @@
 """One damaged row never stops the others: ``fsm approvals``, ``fsm sweep`` and
-``fsm worker --stats`` read and sweep every other row, name the damaged one (its run and
-table) on one ``error:`` line, and exit 1. On SQLite and on PostgreSQL."""
+``fsm worker --stats`` skip the run it belongs to, name it (its run and table) on one
+``warning:`` line, read and sweep every other row, and exit 0, as a worker goes on past
+such a run. A run they cannot write is an ``error:`` (exit 1). On SQLite and on
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -23,12 +25,16 @@ def pause(cli: Cli, db: str, *run_ids: str) -> None:
         assert json.loads(paused.out)["status"] == "awaiting_approval", paused
 
 
-def errors(result: Result) -> list[str]:
-    """The ``error:`` lines a command printed (and nothing else on stderr)."""
+def errors(result: Result, kind: str = "error") -> list[str]:
+    """The ``error:`` (or ``warning:``) lines a command printed (nothing else on stderr)."""
     assert "Traceback" not in result.err, result.err
     lines = result.err.splitlines()
-    assert all(line.startswith("error: ") for line in lines), result.err
+    assert all(line.startswith(f"{kind}: ") for line in lines), result.err
     return lines
+
+
+def warnings_of(result: Result) -> list[str]:
+    return errors(result, "warning")
 
 
 def test_a_damaged_approval_row_is_named_and_every_other_row_is_read(
@@ -37,24 +43,25 @@ def test_a_damaged_approval_row_is_named_and_every_other_row_is_read(
     assert execute(any_db, "UPDATE approvals SET args = '[1,2]' WHERE run_id = 'bad'") == 1
 
     listed = cli("approvals", "--db", any_db, "--json")
-    assert listed.code == exits.ERROR
+    assert listed.code == exits.OK
     assert [r["run_id"] for r in json.loads(listed.out)] == ["ok1", "ok2"]
-    (line,) = errors(listed)
+    (line,) = warnings_of(listed)
     assert "a row of run 'bad' in table 'approvals' is damaged and cannot be read" in line
+    assert line.endswith("(not listed)")
 
     stats = cli("worker", "--stats", "--db", any_db, "--json")
-    assert stats.code == exits.ERROR
+    assert stats.code == exits.OK
     counts = json.loads(stats.out)
     assert (counts["approvals_waiting"], counts["damaged_rows"]) == (2, 1)
     assert counts["runs"] == {"awaiting_approval": 3}
-    (line,) = errors(stats)
+    (line,) = warnings_of(stats)
     assert "run 'bad' in table 'approvals'" in line
 
     monkeypatch.setenv("FSM_CLOCK_OFFSET", LATER)
     swept = cli("sweep", "--db", any_db, "--json")
-    assert swept.code == exits.ERROR
+    assert swept.code == exits.OK
     assert sorted(t["run_id"] for t in json.loads(swept.out)) == ["ok1", "ok2"]
-    (line,) = errors(swept)
+    (line,) = warnings_of(swept)
     assert "run 'bad' in table 'approvals'" in line
     runs = json.loads(cli("runs", "--db", any_db, "--json").out)
     assert {r["run_id"]: r["status"] for r in runs} == {
@@ -90,9 +97,29 @@ def test_the_sweep_goes_on_past_runs_it_cannot_read_or_write(
     assert swept.code == exits.ERROR
     assert json.loads(swept.out) == [{"run_id": "c-ok", "status": "handed_over",
                                       "state": "handed_over"}]
-    unreadable, refused = sorted(errors(swept), key=lambda line: "a-refused" in line)
+    unreadable, refused = swept.err.splitlines()
     assert refused.startswith("error: cannot sweep run 'a-refused': ")
     assert "writes of run a-refused are refused" in refused
+    assert unreadable.startswith("warning: ")
     assert "a row of run 'b-unreadable' in table 'runs' is damaged" in unreadable
     again = cli("sweep", "--db", any_db, "--json")  # the broken runs are tried again
-    assert json.loads(again.out) == [] and len(errors(again)) == 2
+    assert json.loads(again.out) == [] and len(again.err.splitlines()) == 2
+
+
+def test_a_damaged_event_of_one_run_is_skipped_and_named_and_exits_0(
+        any_db: str, cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row of the log of one run: the commands go on past that run, as workers do."""
+    pause(cli, any_db, "ok1", "bad", "ok2")
+    assert execute(any_db, "UPDATE events SET detail = '{bad' WHERE run_id = 'bad' "
+                           "AND seq = 0") == 1
+    listed = cli("approvals", "--db", any_db, "--json")
+    assert listed.code == exits.OK, listed
+    assert [r["run_id"] for r in json.loads(listed.out)] == ["ok1", "ok2"]
+    (line,) = warnings_of(listed)
+    assert "a row of run 'bad' in table 'events' is damaged" in line
+    monkeypatch.setenv("FSM_CLOCK_OFFSET", LATER)
+    swept = cli("sweep", "--db", any_db, "--json")
+    assert swept.code == exits.OK, swept
+    assert sorted(t["run_id"] for t in json.loads(swept.out)) == ["ok1", "ok2"]
+    (line,) = warnings_of(swept)
+    assert "a row of run 'bad' in table 'events' is damaged" in line

@@ -177,7 +177,7 @@ def _damage(db: Path, sql: str) -> None:
     pytest.param("events", "UPDATE events SET detail = 'not json' WHERE run_id = 'c' AND seq = 1",
                  ["history", "c"], id="event"),
     pytest.param("approvals", "UPDATE approvals SET args = '{' WHERE run_id = 'c'",
-                 ["approvals"], id="approval"),
+                 ["approve", "c", "--reviewer", "priya"], id="approval"),
     pytest.param("views", "UPDATE views SET body = '[' WHERE run_id = 'c' AND step = 1",
                  ["show", "c", "--step", "1"], id="view"),
 ])
@@ -187,6 +187,17 @@ def test_a_damaged_row_names_its_run_and_table(tmp_path: Path, env: dict[str, st
     fsm(db, "run", "refund", "Order A-1002: dead", "--user", "ravi", "--run-id", "c", env=env)
     _damage(db, sql)
     error_line(fsm(db, *command, env=env), 1, "run 'c'", f"table {table!r}", "damaged")
+
+
+def test_a_listing_skips_a_damaged_run_naming_it_on_a_warning_line(
+        tmp_path: Path, env: dict[str, str]) -> None:
+    db = tmp_path / "x.db"
+    fsm(db, "run", "refund", "Order A-1002: dead", "--user", "ravi", "--run-id", "c", env=env)
+    _damage(db, "UPDATE approvals SET args = '{' WHERE run_id = 'c'")
+    listed = fsm(db, "approvals", env=env)
+    assert listed.returncode == exits.OK, listed.stderr
+    (line,) = listed.stderr.splitlines()
+    assert line.startswith("warning: ") and "run 'c'" in line and "table 'approvals'" in line
 
 
 def test_a_full_disk_during_a_step_is_one_line_and_loses_nothing(

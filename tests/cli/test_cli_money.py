@@ -75,3 +75,25 @@ def test_release_limits_are_typed_in_the_currency(cli: Cli,
         rows = con.execute("SELECT name, release_limit FROM accounts").fetchall()
     con.close()
     assert rows == [("priya", 500)]
+
+
+def test_a_limit_of_a_workflow_with_money_but_no_currency_is_refused_not_read_in_cents(
+        cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The newcomer's desk shows dollars with its own money= and names no currency:
+    ``--limit 1`` (one dollar, as the help says) would have been one cent."""
+    monkeypatch.setenv("PW_FOR_TEST", "long-enough-password")
+    desk = "newcomer_desk:WORKFLOW"
+    refused = cli("users", "add", "nadia", "--role", "approver", "--limit", "1",
+                  "--workflow", desk, "--password-env", "PW_FOR_TEST")
+    error_line(refused, 2, "shows amounts with its own money= but names no currency")
+    assert refused.code == 2
+    error_line(cli("users", "limit", "nadia", "1", "--workflow", desk), 2,
+               "a release limit cannot be typed or shown in it")
+    assert not Path("fsm.db").exists()  # refused before the database was opened
+    assert cli("users", "add", "nadia", "--role", "approver", "--limit", "none",
+               "--workflow", desk, "--password-env", "PW_FOR_TEST").code == 0
+    with sqlite3.connect("fsm.db") as con:
+        con.execute("UPDATE accounts SET release_limit = 100")
+    con.close()
+    listed = cli("users", "list", "--workflow", desk)
+    assert listed.code == 0 and "100 (minor units)" in listed.out and "₹" not in listed.out

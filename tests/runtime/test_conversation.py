@@ -292,9 +292,11 @@ def test_an_interpret_hook_that_fails_fails_the_run(ledger: Ledger, hook: Any, w
 # -- bad replies --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, code", [
-    ("", "empty"), ("  \n\t", "empty"), ("x" * (REPLY_MAX + 1), "too_long"),
+    ("", "empty"), ("  \n\t", "empty"), ("\u200b\u200c\u200d\u2060\ufeff", "empty"),
+    (" \u200b \u2060 ", "empty"), ("x" * (REPLY_MAX + 1), "too_long"),
     ("yes\x00", "nul"), ("yes \udc80", "not_text"), (42, "not_text"),
-], ids=["empty", "blank", "too-long", "nul", "lone-surrogate", "not-text"])
+], ids=["empty", "blank", "zero-width", "zero-width-and-spaces", "too-long", "nul",
+        "lone-surrogate", "not-text"])
 def test_a_bad_reply_is_refused_in_one_line_and_keeps_nothing(
         ledger: Ledger, text: Any, code: str) -> None:
     store = MemoryStore()

@@ -12,12 +12,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cli_inproc import Cli
 from pydantic import BaseModel
 
-from fsm import Engine, Guard, MemoryStore, Presentation, ToolSpec, define_workflow
+from fsm import (
+    Engine,
+    Guard,
+    MemoryStore,
+    PartlyApplied,
+    Presentation,
+    ToolSpec,
+    WorkflowSpec,
+    define_workflow,
+)
 from fsm.auditor.audit import audit
 from fsm.cli import exits
+from fsm.errors import Unavailable
 from fsm.runtime.gate import MAX_FAILED_CALLS
 from fsm.testing import ScriptedPolicy
 
@@ -114,7 +125,7 @@ def flaky(fails: int) -> tuple[ToolSpec, list[str]]:
     def fetch(args: Account, ctx: Any) -> dict[str, Any]:
         calls.append(args.account)
         if len(calls) <= fails:
-            raise ConnectionResetError("the bank's server reset the connection")
+            raise LookupError("account K-1 is being migrated; try another")
         return {"account": args.account}
 
     return ToolSpec("fetch", fetch, "Fetch.", Account), calls
@@ -137,6 +148,34 @@ def test_a_tool_that_raised_may_be_called_again_with_the_same_arguments() -> Non
     assert (run.status, run.answer) == ("done", "fetched")
     assert calls == ["K-1"] * MAX_FAILED_CALLS
     assert [e.kind for e in store.events("f")].count("refusal") == 0
+
+
+def test_a_brief_read_outage_is_retried_and_is_no_repetition_loop() -> None:
+    """The bank's server resets the connection four times in a row: each try rolls back
+    and is tried again (not read by the model, not counted as a failed call), and the
+    fifth answers."""
+    calls: list[str] = []
+
+    def fetch(args: Account, ctx: Any) -> dict[str, Any]:
+        calls.append(args.account)
+        if len(calls) <= MAX_FAILED_CALLS + 1:
+            raise ConnectionResetError("the bank's server reset the connection")
+        return {"account": args.account}
+
+    store = MemoryStore()
+    engine = Engine(fetching(ToolSpec("fetch", fetch, "Fetch.", Account)), store,
+                    ScriptedPolicy([FETCH, {"final": "fetched"}]))
+    with pytest.raises(Unavailable):
+        engine.start("fetch", run_id="o")
+    for _ in range(MAX_FAILED_CALLS):
+        with pytest.raises(Unavailable):
+            engine.resume("o")
+    run = engine.resume("o")
+    assert (run.status, run.answer) == ("done", "fetched"), run.reason
+    assert calls == ["K-1"] * (MAX_FAILED_CALLS + 2)
+    kinds = [e.kind for e in store.events("o")]
+    assert kinds.count("unavailable") == MAX_FAILED_CALLS + 1 and "refusal" not in kinds
+    assert not any("error" in m for m in store.messages("o"))
 
 
 def test_failed_calls_with_the_same_arguments_are_bounded_and_successes_not_repeated() -> None:
@@ -162,19 +201,25 @@ class Amount(BaseModel):
     cents: int
 
 
-def test_a_write_that_fails_after_an_earlier_write_hands_the_run_over_with_both() -> None:
-    def credit(args: Amount, ctx: Any) -> str:
-        raise PermissionError("credit refused by the bank")
-
-    spec = define_workflow(
+def cancel_and_credit(credit: Any, **options: Any) -> WorkflowSpec:
+    return define_workflow(
         "cancelling", transitions={"working": {"finish": "done"}}, terminal={"done"},
         tools_by_state={"working": ["cancel", "credit"]}, initial="working",
         tools=[ToolSpec("cancel", lambda a, c: "cancelled", "Cancel.", write=True),
-               ToolSpec("credit", credit, "Credit.", Amount, write=True)])
+               ToolSpec("credit", credit, "Credit.", Amount, write=True)], **options)
+
+
+CANCEL_THEN_CREDIT = [{"tool": "cancel", "args": {}}, {"tool": "credit", "args": {"cents": 900}},
+                      {"tool": "advance", "args": {"event": "finish"}}]
+
+
+def test_a_dependent_write_that_fails_after_an_earlier_write_hands_the_run_over() -> None:
+    def credit(args: Amount, ctx: Any) -> str:
+        raise PermissionError("credit refused by the bank")
+
     store = MemoryStore()
-    run = Engine(spec, store, ScriptedPolicy([
-        {"tool": "cancel", "args": {}}, {"tool": "credit", "args": {"cents": 900}},
-        {"tool": "credit", "args": {"cents": 900}}])).start("cancel and credit", run_id="w")
+    run = Engine(cancel_and_credit(credit, dependent_writes=True), store,
+                 ScriptedPolicy(CANCEL_THEN_CREDIT)).start("cancel and credit", run_id="w")
     assert (run.status, run.step) == ("handed_over", 2)
     assert run.reason == ("credit failed (PermissionError: credit refused by the bank) after "
                           "cancel of this run succeeded (w:1); a person finishes or undoes it")
@@ -182,6 +227,33 @@ def test_a_write_that_fails_after_an_earlier_write_hands_the_run_over_with_both(
         ("cancel", "DONE", None),
         ("credit", "DONE", "PermissionError: credit refused by the bank")]
     assert audit(store, "w").ok
+
+
+def test_a_write_the_tool_refused_after_an_earlier_write_is_an_observation() -> None:
+    """Writes that do not depend on one another: the refusal changed nothing, and the
+    model goes on (a later request of the same customer is not lost)."""
+    def credit(args: Amount, ctx: Any) -> str:
+        raise ValueError("insufficient gift card balance")
+
+    store = MemoryStore()
+    run = Engine(cancel_and_credit(credit), store, ScriptedPolicy(CANCEL_THEN_CREDIT)).start(
+        "cancel and credit", run_id="w")
+    assert (run.status, run.step) == ("done", 3)
+    told = [m for m in store.messages("w") if m.get("tool") == "credit" and "error" in m]
+    assert [m["error"] for m in told] == ["ValueError: insufficient gift card balance"]
+
+
+def test_a_write_that_partly_applied_hands_the_run_over_even_as_the_first() -> None:
+    def credit(args: Amount, ctx: Any) -> str:
+        raise PartlyApplied("credited 400 of 900 cents; the rest was refused")
+
+    store = MemoryStore()
+    run = Engine(cancel_and_credit(credit), store, ScriptedPolicy(CANCEL_THEN_CREDIT[1:])
+                 ).start("credit", run_id="p")
+    assert (run.status, run.step) == ("handed_over", 1)
+    assert run.reason == ("credit partly applied (PartlyApplied: credited 400 of 900 cents; "
+                          "the rest was refused, p:1); a person finishes or undoes it")
+    assert audit(store, "p").ok
 
 
 def test_a_first_write_that_fails_is_an_answer_the_model_reads() -> None:

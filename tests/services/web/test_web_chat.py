@@ -112,6 +112,7 @@ def test_the_run_page_shows_the_conversation(box: Inbox) -> None:
     ("other-run", {"text": "A-1001"}, None, 403, "token"),
     ("ok", {"text": ""}, None, 400, "empty"),
     ("ok", {"text": "  \n "}, None, 400, "empty"),
+    ("ok", {"text": "\u200b\u2060\ufeff"}, None, 400, "empty"),
     ("ok", {"text": "x" * (REPLY_MAX + 1)}, None, 413, "too_long"),
     ("ok", {"text": "yes\u0000"}, None, 400, "nul"),
     ("ok", None, b'{"text": "caf\xe9"}', 400, "not_text"),
@@ -121,8 +122,8 @@ def test_the_run_page_shows_the_conversation(box: Inbox) -> None:
     ("ok", {"text": "yes", "asked": "0" * 64}, None, 409, "stale"),
     ("ok", None, b"x" * 60_000, 413, "too_long"),
 ], ids=["no-token", "not-bearer", "wrong-token", "another-runs-token", "empty", "blank",
-        "too-long", "nul", "not-utf8", "not-json", "no-text", "text-not-a-string", "stale",
-        "huge-body"])
+        "zero-width", "too-long", "nul", "not-utf8", "not-json", "no-text",
+        "text-not-a-string", "stale", "huge-body"])
 def test_a_refused_reply_is_a_4xx_naming_the_problem_and_changes_nothing(
         box: Inbox, headers: Any, body: Any, raw: bytes | None, status: int,
         code: str) -> None:
@@ -212,3 +213,26 @@ def test_two_replies_sent_at_once_both_arrive(box: Inbox) -> None:
 def test_the_shop_of_the_inbox_is_untouched_by_conversations(box: Inbox) -> None:
     with Shop(str(box.db)) as shop:
         assert shop.order("B-2001") is not None
+
+
+def test_bad_token_replies_are_rate_limited_and_counted_not_kept_one_row_each(
+        tmp_path: Path) -> None:
+    """300 replies with made-up tokens: a handful of rows in ``web_refusals``, the rest
+    refused with 429 and counted; the run's own token still gets its reply through."""
+    b = make_inbox(tmp_path)
+    b.env = {"PYTHONPATH": os.pathsep.join([SUPPORT, os.environ.get("PYTHONPATH", "")]),
+             "CHAT_LEDGER": str(tmp_path / "ledger.jsonl")}
+    token = start(b, "c-flood")
+    b.serve()
+    try:
+        with b.client() as c:
+            codes = [say(c, "c-flood", f"made-up-{i}", "yes").status_code for i in range(300)]
+            answered = say(c, "c-flood", token, "It is A-1001")
+            assert answered.status_code == 202, answered.text
+    finally:
+        b.stop()
+    rows = b.query("SELECT code FROM web_refusals WHERE run_id = 'c-flood'")
+    assert 1 <= len(rows) <= 5 and {r[0] for r in rows} == {"token"}
+    assert codes.count(403) == len(rows) and codes.count(429) == 300 - len(rows)
+    assert b.query("SELECT COUNT(*) FROM web_refusals")[0][0] == len(rows)
+    assert state(b, "c-flood")[0] == 1

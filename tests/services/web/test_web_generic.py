@@ -1,5 +1,6 @@
-"""A workflow with no inbox hooks: the inbox shows the exact call, applies no limit, and an
-approval runs the call once. The framework itself speaks no workflow's words."""
+"""A workflow with no inbox hooks: the inbox shows the exact call, only an approver without
+a release limit may approve it (no limit can read its amount), and an approval runs the call
+once. The framework itself speaks no workflow's words."""
 
 from __future__ import annotations
 
@@ -30,14 +31,19 @@ def test_a_paused_tool_call_is_shown_exactly_and_approved_once(tmp_path: Path) -
     path = os.pathsep.join([str(SUPPORT), os.environ.get("PYTHONPATH", "")])
     box.serve(PYTHONPATH=path, WIRE_LOG=str(log))
     try:
-        with box.client("kiran") as c:            # a ₹1,000 limit, but this call has no amount
+        with box.client("kiran") as c:            # a limit, and this call shows no amount
             inbox = html.unescape(c.get("/inbox").text)
             assert 'send_wire {"cents":50000,"to":"ACME Ltd"}' in inbox
             page = html.unescape(c.get(f"/approvals/{aid}").text)
             assert "run the call <code>send_wire</code>" in page
             assert '{"args":{"cents":50000,"to":"ACME Ltd"},"events":[],"kind":"call",' \
                    '"tool":"send_wire"}' in page
-            assert "above your release limit" not in page
+            assert "shows no amount that your release limit of 100000 could be compared" in page
+            form = {**decision_form(c, aid), "action": "approve", "note": "invoice 77 matches"}
+            assert c.post(f"/approvals/{aid}/decide", data=form).status_code == 403
+        with box.client("sam") as c:              # no limit: the limit fails closed
+            page = html.unescape(c.get(f"/approvals/{aid}").text)
+            assert "release limit of" not in page
             form = {**decision_form(c, aid), "action": "approve", "note": "invoice 77 matches"}
             assert c.post(f"/approvals/{aid}/decide", data=form).status_code == 303
             assert c.post(f"/approvals/{aid}/decide", data=form).status_code == 409  # replayed
