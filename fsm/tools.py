@@ -110,6 +110,10 @@ class ToolSpec:
     #: run never stays where it was after the call (a run whose ``emits`` returns no event
     #: then fails).
     always_emits: bool = False
+    #: A failed call of this write changed nothing (it runs in one transaction that its
+    #: failure rolls back): after an earlier write of the run succeeded, its failure is an
+    #: answer the model reads, not a half-done job handed to a person.
+    fails_cleanly: bool = False
 
     def needs_approval(self, args: Any, facts: Facts) -> bool:
         if callable(self.approval):
@@ -141,4 +145,5 @@ class ToolSpec:
             # Only when set: the hash of a tool that uses neither stays what it was.
             **({"confirmed_by": self.confirmed_by} if self.confirmed_by is not None else {}),
             **({"always_emits": True} if self.always_emits else {}),
+            **({"fails_cleanly": True} if self.fails_cleanly else {}),
         }

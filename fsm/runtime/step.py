@@ -367,7 +367,8 @@ class Step(CustomerSteps):
         self.event("tool", tool=tool_name,
                    detail={"args": args_dict, "key": key, "error": error, **confirmed})
         self._remember_call(tool_name, args_dict, failed=error is not None)
-        if tool.write and not ran and self._half_done(tool_name, key, error):
+        if tool.write and not ran and not tool.fails_cleanly and \
+                self._half_done(tool_name, key, error):
             return
         if tool.write and ran and error is not None:
             # The write happened, but what it returned cannot be kept: told it failed, the

@@ -184,6 +184,36 @@ def test_a_write_that_fails_after_an_earlier_write_hands_the_run_over_with_both(
     assert audit(store, "w").ok
 
 
+def test_a_write_that_fails_cleanly_after_an_earlier_write_is_an_answer_the_model_reads(
+) -> None:
+    """A write declared ``fails_cleanly`` changed nothing when it failed: the run goes on
+    (the retail desk's writes: one transaction each, rolled back by their failure)."""
+    tried: list[int] = []
+
+    def credit(args: Amount, ctx: Any) -> str:
+        tried.append(args.cents)
+        if args.cents > 500:
+            raise ValueError("over the limit")
+        return "credited"
+
+    spec = define_workflow(
+        "cancelling", transitions={"working": {"finish": "done"}}, terminal={"done"},
+        tools_by_state={"working": ["cancel", "credit"]}, initial="working",
+        tools=[ToolSpec("cancel", lambda a, c: "cancelled", "Cancel.", write=True),
+               ToolSpec("credit", credit, "Credit.", Amount, write=True,
+                        fails_cleanly=True)])
+    store = MemoryStore()
+    run = Engine(spec, store, ScriptedPolicy([
+        {"tool": "cancel", "args": {}}, {"tool": "credit", "args": {"cents": 900}},
+        {"tool": "credit", "args": {"cents": 400}},
+        {"tool": "advance", "args": {"event": "finish"}}])).start("cancel and credit",
+                                                                  run_id="c")
+    assert (run.status, tried) == ("done", [900, 400])
+    assert [(e.tool, e.error) for e in store.effects("c")] == [
+        ("cancel", None), ("credit", "ValueError: over the limit"), ("credit", None)]
+    assert audit(store, "c").ok
+
+
 def test_a_first_write_that_fails_is_an_answer_the_model_reads() -> None:
     tool, calls = flaky(fails=1)
     write = ToolSpec("fetch", tool.fn, "Fetch.", Account, write=True)

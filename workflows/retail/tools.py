@@ -9,7 +9,9 @@ the database the run's store names (the ``retail`` resource), or of one given to
 - every write is bound to the proposal the customer confirmed (``confirmed_by``), and
   checked again against the policy (:func:`~workflows.retail.rules.write_problem`) on
   the rows it changes, in its own transaction; it is retry-safe, by its idempotency key;
-- ``transfer_to_human_agents`` always ends the conversation (it hands the run over).
+- ``transfer_to_human_agents`` always ends the conversation (it hands the run over);
+- a write that fails changed nothing (``fails_cleanly``): after an earlier write succeeded,
+  the desk reads the failure and goes on, as the policy lets it, instead of handing over.
 """
 
 from __future__ import annotations
@@ -213,7 +215,10 @@ def tools(source: DatabaseSource) -> list[ToolSpec]:
             extra = {"emits": lambda r: "transferred", "emits_events": ("transferred",),
                      "always_emits": True, "tags": frozenset({"hands_over"})}
         elif name in WRITES:
-            extra = {"write": True, "retry_safe": True, "confirmed_by": "proposal",
+            # Each write runs in one transaction of the retail database, which its failure
+            # rolls back (τ²-bench's checks raise before anything changes).
+            extra = {"write": True, "retry_safe": True, "fails_cleanly": True,
+                     "confirmed_by": "proposal",
                      "remember": _order, "emits": lambda r: "written",
                      "emits_events": ("written",), "tags": frozenset({"changes_orders"})}
         out.append(ToolSpec(name, _runner(source, name), description, model, **extra))
