@@ -18,6 +18,7 @@ import fsm.cli.deploys  # noqa: F401 - fsm definitions, fsm migrate, fsm check-h
 import fsm.cli.desk  # noqa: F401 - fsm handovers
 import fsm.cli.evidence  # noqa: F401 - fsm export, fsm prune
 import fsm.cli.sandbox  # noqa: F401 - fsm fork, fsm replay, fsm eval
+import fsm.cli.shadow  # noqa: F401 - fsm shadow
 import fsm.cli.talk  # noqa: F401 - fsm reply
 import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
 from fsm import faults, hooks, telemetry
