@@ -46,8 +46,12 @@ def shadow_cmd(
     if not quiet:
         print_table(None, ["file", "task", "trial", "reward", "verdict", "refused", "rule or "
                            "reason"], report.rows())
-    for name, outs in report.files.items():
-        s = summarize(outs, spec, report.seconds[name])
+    parts = list(report.files.items())
+    if len(parts) > 1:
+        parts.append(("all files", report.all()))
+    for name, outs in parts:
+        seconds = report.seconds.get(name, sum(report.seconds.values()))
+        s = summarize(outs, spec, seconds)
         console.print(f"{name}: {s['conversations']} conversations, "
                       f"{s['conversations_per_second']} per second", markup=False)
         for line in matrix_markdown(s):

@@ -318,7 +318,9 @@ class _Replay:
         if not self._refused_at(step):
             self.out.writes.append({"turn": act.turn, "tool": act.tool, "args": act.args,
                                     "proposal_turn": proposal.turn,
-                                    "answer_turn": answer.turn})
+                                    "answer_turn": answer.turn,
+                                    # admitted, but the recorded call failed in the tools
+                                    "error": act.error})
 
     def _confirmation(self, act: Act) -> tuple[Say, Hear] | str:
         """The proposal and the answer that confirm ``act``, or why there are none."""

@@ -137,10 +137,9 @@ def _simulation(sim: Any, source: str, index: int) -> Recorded:
         return Recorded(source, f"{source}#{index}",
                         unreadable=f"simulation {index} is {type(sim).__name__}, not an object")
     rec = Recorded(source, _text_id(sim.get("id"), f"{source}#{index}"),
-                   task_id=None if sim.get("task_id") is None else str(sim["task_id"]),
-                   trial=sim.get("trial") if isinstance(sim.get("trial"), int) else None)
-    if "trial" in sim and rec.trial is None:
-        rec.notes.append(f"trial {sim['trial']!r} is not a whole number; left out")
+                   task_id=None if sim.get("task_id") is None else str(sim["task_id"]))
+    if "trial" in sim:
+        rec.trial = _trial(sim["trial"], rec.notes)
     info = sim.get("reward_info")
     if info is None:
         rec.notes.append("no reward_info: the reward is unknown")
@@ -163,6 +162,16 @@ def _chat(doc: Any, source: str, line: int) -> Recorded:
     else:
         rec.notes.append("no reward: the reward is unknown")
     return _messages(rec, doc.get("messages"))
+
+
+def _trial(value: Any, notes: list[str]) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        notes.append(f"trial {value!r} is text; read as {int(value)}")
+        return int(value)
+    notes.append(f"trial {value!r} is not a whole number; left out")
+    return None
 
 
 def _text_id(value: Any, default: str) -> str:

@@ -112,6 +112,10 @@ class ShadowReport:
     def markdown(self, spec: WorkflowSpec, *, title: str | None = None) -> str:
         lines = [f"# {title or 'fsm shadow: ' + self.workflow}", "",
                  f"Workflow `{self.workflow}`. Prose rules: {self.rules}.", ""]
+        if len(self.files) > 1:
+            total = summarize(self.all(), spec, sum(self.seconds.values()))
+            lines += ["## All files", "", f"{total['conversations']} conversations.", "",
+                      *matrix_markdown(total), ""]
         for name, outs in self.files.items():
             lines += _file_markdown(name, summarize(outs, spec, self.seconds[name]))
         return "\n".join(lines).rstrip() + "\n"
