@@ -271,12 +271,14 @@ def _assistant_text(content: Any, turn: int, notes: list[str]) -> str:
         except json.JSONDecodeError:
             return text
         for key in ("message", "content", "text"):
-            if isinstance(doc, dict) and isinstance(doc.get(key), str):
+            if isinstance(doc, dict) and set(doc) == {key} and isinstance(doc[key], str):
                 notes.append(f"assistant content at turn {turn} is a JSON string; its "
                              f"{key!r} field is the message")
                 return str(doc[key])
-        notes.append(f"assistant content at turn {turn} is JSON with no message field; "
-                     "replayed as it is")
+        # Other fields carry what the customer read too (ids, amounts): all of it is the
+        # message, as the customer saw it.
+        notes.append(f"assistant content at turn {turn} is a JSON object of several "
+                     "fields; replayed whole, as the customer saw it")
     return text
 
 

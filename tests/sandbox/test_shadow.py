@@ -73,8 +73,10 @@ def test_a_plain_list_of_simulations_with_oddities_is_read_and_noted() -> None:
     assert "reward '1.0' is text; read as 1.0" in odd.notes
     assert "trial '0' is text; read as 0" in odd.notes
     assert "system message at turn 0 not replayed" in odd.notes
-    assert ("assistant content at turn 6 is a JSON string; its 'message' field is the message"
-            in odd.notes)
+    assert ("assistant content at turn 10 is a JSON string; its 'message' field is the "
+            "message" in odd.notes)
+    assert ("assistant content at turn 6 is a JSON object of several fields; replayed whole, "
+            "as the customer saw it" in odd.notes)
     # arguments given as a JSON string; the item named by its name, the refund by "original
     # payment method"
     assert [(w["tool"], w["proposal_turn"], w["answer_turn"]) for w in odd.writes] == [

@@ -110,9 +110,9 @@ class RetailProse:
         yes = [i for i, p in enumerate(pieces) if _opens_with_yes(p)]
         if not yes:
             return None
-        first = yes[0]
+        last = yes[-1]
         if any(_has(pieces[i], TAKE_BACK) for i in yes) or \
-                any(_opens(p, TAKE_BACK) or tuple(p) in NO_PHRASES for p in pieces[first + 1:]):
+                any(_opens(p, TAKE_BACK) or tuple(p) in NO_PHRASES for p in pieces[last + 1:]):
             return None
         return "yes"
 
