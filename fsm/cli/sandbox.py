@@ -314,7 +314,8 @@ def _print_eval(r: EvalReport) -> None:
          f"{c['steps_per_run']:.1f}", c["tokens"], c["cost_micros"],
          "; ".join(c["failures"])] for c in j["cases"]])
     o = j["overall"]
-    ks = ", ".join(f"pass^{i} {o[f'pass^{i}']:.3f}" for i in range(1, r.k + 1))
+    ks = ", ".join(f"pass^{i} {o[f'pass^{i}']:.3f} ({o[f'pass^{i} under policy']:.3f} under "
+                   "policy)" for i in range(1, r.k + 1))
     console.print(f"{r.suite} with {r.policy}: {o['cases_passed']} of {o['cases']} cases "
                   f"passed every trial ({o['trials']} trials); {ks}; refused/run "
                   f"{o['refused_per_run']:.2f}, steps/run {o['steps_per_run']:.1f}, tokens "
