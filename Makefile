@@ -5,7 +5,7 @@ VENV := .venv$(if $(filter-out python3,$(PY)),-$(notdir $(PY)))
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: system doctor demo demo-fleet test test-core check bench taubench diagrams docs screenshot clean real-model
+.PHONY: system doctor demo demo-fleet test test-core check bench taubench shadow diagrams docs screenshot clean real-model
 
 # The system packages the tests and the demo need (Graphviz's dot, Debian's chromium),
 # installed with apt when missing and the machine allows it (root, or sudo -n); otherwise
@@ -61,6 +61,11 @@ bench: $(VENV)/.bench-installed
 # minutes); CI runs it once (.ci/run).
 taubench: $(STAMP)
 	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
+
+# Real agents' recorded conversations (../shared/trajectories: τ²-bench leaderboard files)
+# through every desk that exists, in shadow; writes bench/shadow.md (seconds).
+shadow: $(STAMP)
+	$(BIN)/python bench/shadow.py --markdown-out bench/shadow.md
 
 # The refund workflow against a real llama-cpp-python server and Gemma 3 270M (the
 # server is built once into ~/.cache/fsm-llama, about 4 minutes on 2 cores).

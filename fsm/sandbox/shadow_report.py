@@ -64,6 +64,7 @@ def summarize(outcomes: Sequence[Outcome], spec: WorkflowSpec, seconds: float
                      for c in outcomes if c.verdict in ("unmappable", "unreadable")],
         "admitted_writes": sum(len(c.writes) for c in outcomes),
         "writes_covered_by_a_shared_yes": _shared(outcomes),
+        "conversations_with_a_shared_yes": sum(1 for c in outcomes if _shared([c])),
         "seconds": round(seconds, 3),
         "conversations_per_second": round(n / seconds, 1) if seconds > 0 else None,
     }
@@ -109,15 +110,18 @@ class ShadowReport:
             "conversations": [o.as_json() for o in self.all()],
         }
 
-    def markdown(self, spec: WorkflowSpec, *, title: str | None = None) -> str:
-        lines = [f"# {title or 'fsm shadow: ' + self.workflow}", "",
+    def markdown(self, spec: WorkflowSpec, *, title: str | None = None,
+                 level: int = 1) -> str:
+        """The report in Markdown, its title a heading of ``level``."""
+        h = "#" * level
+        lines = [f"{h} {title or 'fsm shadow: ' + self.workflow}", "",
                  f"Workflow `{self.workflow}`. Prose rules: {self.rules}.", ""]
         if len(self.files) > 1:
             total = summarize(self.all(), spec, sum(self.seconds.values()))
-            lines += ["## All files", "", f"{total['conversations']} conversations.", "",
+            lines += [f"{h}# All files", "", f"{total['conversations']} conversations.", "",
                       *matrix_markdown(total), ""]
         for name, outs in self.files.items():
-            lines += _file_markdown(name, summarize(outs, spec, self.seconds[name]))
+            lines += _file_markdown(name, summarize(outs, spec, self.seconds[name]), h + "#")
         return "\n".join(lines).rstrip() + "\n"
 
     def rows(self) -> list[list[Any]]:
@@ -144,24 +148,25 @@ def matrix_markdown(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _file_markdown(name: str, s: dict[str, Any]) -> list[str]:
-    lines = [f"## `{name}`", "",
+def _file_markdown(name: str, s: dict[str, Any], h: str) -> list[str]:
+    lines = [f"{h} `{name}`", "",
              f"{s['conversations']} conversations in {s['seconds']} s "
              f"({s['conversations_per_second']} per second); {s['admitted_writes']} writes "
              f"admitted, {s['writes_covered_by_a_shared_yes']} of them on a yes that "
-             "covered several.", "", *matrix_markdown(s), "", "### Refusals by rule", ""]
+             f"covered several (in {s['conversations_with_a_shared_yes']} conversations).",
+             "", *matrix_markdown(s), "", f"{h}# Refusals by rule", ""]
     lines += [f"- {n} × {rule}" for rule, n in s["refusals_by_rule"].items()] or ["- none"]
-    lines += ["", "### Refusals in conversations τ²-bench passed", ""]
+    lines += ["", f"{h}# Refusals in conversations τ²-bench passed", ""]
     if s["refused_in_passed"]:
         lines += ["| task | turn | call | state | rule | reason |", "|---|---:|---|---|---|---|"]
         lines += [f"| {r['task_id']} | {r['turn']} | `{r['tool']}` | {r['state']} | "
                   f"{_cell(r['rule'])} | {_cell(r['reason'])} |" for r in s["refused_in_passed"]]
     else:
         lines.append("None.")
-    lines += ["", "### Writes refused in conversations τ²-bench failed", ""]
+    lines += ["", f"{h}# Writes refused in conversations τ²-bench failed", ""]
     lines += [f"- {n} × {rule}" for rule, n in s["writes_refused_in_failed"].items()] or \
         ["- none"]
-    lines += ["", "### Unmappable and unreadable", ""]
+    lines += ["", f"{h}# Unmappable and unreadable", ""]
     lines += [f"- task {u['task_id']} (`{u['simulation_id']}`): {u['verdict']}: "
               f"{u['reason']}" for u in s["unmapped"]] or ["- none"]
     return [*lines, ""]

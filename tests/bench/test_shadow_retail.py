@@ -7,7 +7,12 @@ The file is read, never written, from ``../shared/trajectories/`` beside the rep
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 from paths import ROOT
 
@@ -45,3 +50,26 @@ def test_the_retail_file_replays_whole_and_every_refusal_in_a_pass_is_reviewed()
     assert refused <= set(reviewed), f"not reviewed: {sorted(refused - set(reviewed))}"
     false = [k for k in refused if reviewed[k] == "false refusal"]
     assert len(false) <= 0.02 * len(passed), false
+
+
+def test_make_shadow_runs_each_file_whose_desk_exists_and_skips_the_others(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    shutil.copy(ROOT / "tests" / "sandbox" / "shadow_data" / "tau2_results.json", folder)
+    (folder / "airline-x.json").write_text(json.dumps(
+        {"info": {"environment_info": {"domain_name": "airline"}}, "tasks": [],
+         "simulations": []}))
+    out, figures = tmp_path / "shadow.md", tmp_path / "shadow.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "shadow.py"), "--dir", str(folder),
+         "--markdown-out", str(out), "--json-out", str(figures)],
+        capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "## Desk `retail`" in text and "### `tau2_results.json`" in text
+    assert "| passed | 1 | 1 | 0 | 0 | 2 |" in text and "| failed | 1 | 0 | 0 | 0 | 1 |" in text
+    assert "- `airline-x.json` (domain airline: no desk yet)" in text
+    report = json.loads(figures.read_text())
+    assert report["retail"]["summary"]["verdicts"] == {
+        "admitted": 2, "refused": 1, "unmappable": 0, "unreadable": 0}
