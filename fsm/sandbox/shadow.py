@@ -40,6 +40,7 @@ from fsm.errors import FSMError
 from fsm.policy import Action, View
 from fsm.records import Budgets, Event, RunState
 from fsm.runtime.engine import Engine
+from fsm.sandbox.infer import leading_events, proposal_event
 from fsm.sandbox.shadow_read import Act, Hear, Recorded, Say
 from fsm.sandbox.shadow_rules import PlainRules, ProseRules, Seen, missing
 from fsm.spec import ADVANCE, WorkflowSpec
@@ -299,12 +300,11 @@ class _Replay:
         return step
 
     def _write(self, act: Act) -> None:
-        tool = self.spec.tools[act.tool]
-        event = next((e for e, r in self.spec.records.items() if r == tool.confirmed_by), None)
+        event = proposal_event(self.spec, act.tool)
         found = self._confirmation(act)
         if event is None or isinstance(found, str):
             self._call(act, why=found if isinstance(found, str) else
-                       f"no event of the workflow records {tool.confirmed_by!r}")
+                       "no event of the workflow proposes it")
             return
         proposal, answer = found
         self._reach(act.turn, lambda s: event in self.spec.model_events(s), f"{event}")
@@ -349,9 +349,7 @@ class _Replay:
         run = self.run
         if run.status != "running" or allows(run.state):
             return
-        ways = self.spec.events_from(run.state)
-        options = [e for e in self.spec.model_events(run.state)
-                   if allows(ways[e]) and self._guard_holds(e, run)]
+        options = leading_events(self.spec, run.state, allows, run.facts)
         if len(options) > 1:
             raise _Unmappable(f"turn {turn}: {what} needs one of the events "
                               f"{', '.join(options)} from state {run.state!r}; which one the "
@@ -359,15 +357,6 @@ class _Replay:
         if options:
             self._step(turn, Action(tool=ADVANCE, args={"event": options[0]}))
             self._infer(turn, options[0], f"{what} is allowed only after it")
-
-    def _guard_holds(self, event: str, run: RunState) -> bool:
-        guard = self.spec.guards.get(event)
-        if guard is None:
-            return True
-        try:
-            return bool(guard.fn(run.facts, {}))
-        except Exception:  # noqa: BLE001 - a guard that needs a payload: not this one
-            return False
 
     def _infer(self, turn: int, event: str, why: str) -> None:
         self.out.inferred.append({"turn": turn, "event": event, "why": why})
