@@ -31,6 +31,7 @@ The rules (written for users in ``docs/how-to/shadow.md``):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -152,8 +153,14 @@ def _stubbed(spec: WorkflowSpec, slot: _Slot, answer: Callable[[str], str | None
             return spec.confirm_event
         return events[0] if said == "no" and len(events) == 1 else None
 
-    return spec.model_copy(update={"tools": {n: stub(t) for n, t in spec.tools.items()},
+    copy = spec.model_copy(update={"tools": {n: stub(t) for n, t in spec.tools.items()},
                                    "interpret": interpret, "resources": {}})
+    # model_copy keeps what the original computed once (its view builder holds its real
+    # tools): the copy computes its own.
+    for name, attr in vars(WorkflowSpec).items():
+        if isinstance(attr, functools.cached_property):
+            copy.__dict__.pop(name, None)
+    return copy
 
 
 class _Queue:
@@ -293,7 +300,7 @@ class _Replay:
         allowed = self.spec.tools_by_state
         self._reach(act.turn, lambda s: act.tool in allowed.get(s, ()), f"{act.tool}")
         self.slot.act = act
-        step = self._step(act.turn, Action(tool=act.tool, args=act.args), why)
+        step = self._step(act.turn, Action(tool=act.tool, args=act.args, text=act.text), why)
         self.slot.act = None
         if act.error is None and act.answered and not self._refused_at(step):
             self.reads.append((act.tool, act.args, act.result))

@@ -62,6 +62,8 @@ class Act:
     error: str | None = None
     #: Whether a result (or error) was recorded for the call.
     answered: bool = True
+    #: Text the agent wrote in the same turn as the call (not a message to the customer).
+    text: str | None = None
 
 
 Item = Say | Hear | Act
@@ -222,8 +224,7 @@ def _flatten(messages: list[Any], notes: list[str]) -> list[Item]:
         if role == "assistant":
             _assistant(msg, turn, items, pending, order, notes)
         elif role == "user":
-            text = _content(msg.get("content"), turn, "user")
-            items.append(Hear(turn, text))
+            _say(items, Hear(turn, _content(msg.get("content"), turn, "user")), notes)
         elif role == "tool":
             _tool_result(msg, turn, items, pending, order)
         elif role == "system":
@@ -234,7 +235,7 @@ def _flatten(messages: list[Any], notes: list[str]) -> list[Item]:
     for i in missing:
         act = items[i]
         assert isinstance(act, Act)
-        items[i] = Act(act.turn, act.tool, act.args, answered=False)
+        items[i] = Act(act.turn, act.tool, act.args, answered=False, text=act.text)
         notes.append(f"{act.tool} at turn {act.turn} has no recorded result")
     return items
 
@@ -246,20 +247,32 @@ def _assistant(msg: dict[str, Any], turn: int, items: list[Item], pending: dict[
         raise _Bad(f"tool_calls at turn {turn} is {type(calls).__name__}, not a list")
     text = _assistant_text(msg.get("content"), turn, notes)
     if text and calls:
-        notes.append(f"turn {turn} has both text and a tool call (the policy forbids it); "
-                     "its text is replayed as a message before the calls")
-    if text:
-        items.append(Say(turn, text))
+        notes.append(f"turn {turn} has both text and a tool call; the text goes with the "
+                     "call, not to the customer")
+    elif text:
+        _say(items, Say(turn, text), notes)
     if len(calls) > 1:
         notes.append(f"turn {turn} makes {len(calls)} tool calls at once (the policy allows "
                      "one at a time); replayed one after the other")
-    for call in calls:
+    for n, call in enumerate(calls):
         tool, args, call_id = _call(call, turn)
         if call_id is None:
             order.append(len(items))
         else:
             pending[call_id] = len(items)
-        items.append(Act(turn, tool, args))
+        items.append(Act(turn, tool, args, text=(text or None) if n == 0 else None))
+
+
+def _say(items: list[Item], item: Say | Hear, notes: list[str]) -> None:
+    """Two messages of one side in a row are one message (the other side answers both)."""
+    last = items[-1] if items else None
+    if type(last) is type(item) and last is not None and not isinstance(last, Act):
+        items[-1] = type(item)(last.turn, f"{last.text}\n\n{item.text}")
+        who = "agent" if isinstance(item, Say) else "customer"
+        notes.append(f"the {who}'s messages at turns {last.turn} and {item.turn} are read "
+                     "as one")
+        return
+    items.append(item)
 
 
 def _assistant_text(content: Any, turn: int, notes: list[str]) -> str:
@@ -331,9 +344,9 @@ def _tool_result(msg: dict[str, Any], turn: int, items: list[Item], pending: dic
     content = msg.get("content")
     error = _error(msg, content)
     if error is not None:
-        items[index] = Act(act.turn, act.tool, act.args, error=error)
+        items[index] = Act(act.turn, act.tool, act.args, error=error, text=act.text)
         return
-    items[index] = Act(act.turn, act.tool, act.args, result=_decoded(content))
+    items[index] = Act(act.turn, act.tool, act.args, result=_decoded(content), text=act.text)
 
 
 def _error(msg: dict[str, Any], content: Any) -> str | None:

@@ -271,3 +271,26 @@ def test_a_file_of_no_known_shape_and_bad_arguments_exit_2(cli: Cli, tmp_path: P
                "no such file: missing.json")
     error_line(cli("shadow", str(DATA / "chats.jsonl"), "--workflow", "nope"), 2,
                "unknown workflow 'nope'")
+
+
+def test_two_messages_in_a_row_are_one_and_text_beside_a_call_goes_with_it(
+        tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"id": "x", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "user", "content": "I am Ana Lee, 10001"},
+        {"role": "assistant", "content": "Let me look you up.", "tool_calls": [
+            {"id": "1", "function": {"name": "find_user_id_by_name_zip", "arguments":
+                                     '{"first_name": "Ana", "last_name": "Lee", '
+                                     '"zip": "10001"}'}}]},
+        {"role": "tool", "tool_call_id": "1", "content": "ana_lee_1"},
+        {"role": "assistant", "content": "Found you."},
+        {"role": "assistant", "content": "What can I do?"},
+        {"role": "user", "content": "nothing, thanks"}]}) + "\n")
+    [rec] = read_file(log)
+    assert [type(i).__name__ for i in rec.items] == ["Hear", "Act", "Say", "Hear"]
+    assert isinstance(rec.items[1], Act) and rec.items[1].text == "Let me look you up."
+    assert isinstance(rec.items[2], Say) and rec.items[2].text == "Found you.\n\nWhat can I do?"
+    assert "the agent's messages at turns 4 and 5 are read as one" in rec.notes
+    assert "the customer's messages at turns 0 and 1 are read as one" in rec.notes
+    [o] = replay_recorded(build(), [rec], SHADOW)
+    assert (o.verdict, o.state) == ("admitted", "serving")
