@@ -25,13 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fsm.errors import UsageError
+from fsm.errors import UnreadableFile
 
 __all__ = ["Act", "Hear", "Item", "Recorded", "Say", "UnreadableFile", "read_file"]
-
-
-class UnreadableFile(UsageError):
-    """A file that is none of the shapes ``fsm shadow`` reads (exit status 2)."""
 
 
 @dataclass(frozen=True)
