@@ -21,7 +21,8 @@ The rules (written for users in ``docs/how-to/shadow.md``):
    answer. The *answer* is the customer's last message before the call, when the agent
    said nothing to the customer in between; the *proposal* is the agent's last message
    before that answer. The write is confirmed only when the answer is an explicit yes
-   and the proposal names what the call changes (:mod:`fsm.sandbox.shadow_rules`). One
+   and the proposal names what the call changes (:mod:`fsm.sandbox.shadow_rules`); a yes
+   on a condition makes the conversation unmappable. One
    answer may cover several writes, each named in the one proposal: each is proposed and
    confirmed on its own, all citing the same two messages.
 3. **The end.** A run that stops (handed over, done) ends the replay: each later call is
@@ -338,6 +339,9 @@ class _Replay:
         if proposal is None:
             return f"no message of the agent before the customer's message at turn {answer.turn}"
         said = self.rules.answer(answer.text)
+        if said == "conditional":
+            raise _Unmappable(f"turn {act.turn}: the customer's answer at turn {answer.turn} "
+                              "is a yes on a condition; whether it held is not known")
         if said != "yes":
             return (f"the customer's answer at turn {answer.turn} is not an explicit yes "
                     f"(to the agent's message at turn {proposal.turn})")

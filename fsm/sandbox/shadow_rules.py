@@ -6,8 +6,8 @@ agent wrote its own. In shadow, a write is confirmed only when the agent's last 
 before the customer's answer names what the call changes, and the answer is an explicit
 yes. A workflow says what that means in its own words with a :class:`ProseRules`:
 
-- :meth:`ProseRules.answer`: ``"yes"``, ``"no"`` or ``None`` (neither) for the customer's
-  text;
+- :meth:`ProseRules.answer`: ``"yes"``, ``"no"``, ``"conditional"`` (a yes on a condition)
+  or ``None`` (neither) for the customer's text;
 - :meth:`ProseRules.mentions`: the things a proposal of ``tool(args)`` must name (ids,
   amounts), each with the spellings that count, given what the recorded agent had read.
 
@@ -27,7 +27,9 @@ from fsm.spec import WorkflowSpec
 
 __all__ = ["Answer", "Mention", "PlainRules", "ProseRules", "Seen", "missing", "named"]
 
-Answer = Literal["yes", "no"]
+#: What the customer's answer is: a yes, a no, or a yes on a condition the recording
+#: cannot settle ("if it is the cheapest: yes"), which makes the conversation unmappable.
+Answer = Literal["yes", "no", "conditional"]
 
 
 @dataclass(frozen=True)

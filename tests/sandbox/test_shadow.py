@@ -138,6 +138,21 @@ def test_a_proposal_that_does_not_name_the_call_does_not_confirm_it() -> None:
     assert o.refusal.reason == "the proposal at turn 4 does not name reason 'no longer needed'"
 
 
+def test_a_yes_on_a_condition_makes_the_conversation_unmappable() -> None:
+    rec = Recorded("made", "s", reward=1.0, items=[
+        Hear(1, "I'm Ana Lee, 10001; cancel my order please"),
+        Act(2, "find_user_id_by_name_zip",
+            {"first_name": "Ana", "last_name": "Lee", "zip": "10001"}, "ana_lee_1"),
+        Say(3, "Cancel order #W0000001 for 'no longer needed'?"),
+        Hear(4, "If it has not shipped: yes, cancel it."),
+        Act(5, "cancel_pending_order", {"order_id": "#W0000001", "reason": "no longer needed"},
+            {"order_id": "#W0000001"}),
+    ])
+    [o] = replay_recorded(build(), [rec], SHADOW)
+    assert (o.verdict, o.reason) == ("unmappable", "turn 5: the customer's answer at turn 4 "
+                                     "is a yes on a condition; whether it held is not known")
+
+
 # -- event inference on a workflow of its own ---------------------------------------------
 
 class _No(BaseModel):
@@ -193,6 +208,8 @@ def test_a_workflow_without_prose_rules_gets_the_plain_ones() -> None:
     ("Please initiate a return for the tablet.", None),
     ("Thanks for checking. I'd like to return it.", None),
     ("No, keep it.", "no"),
+    ("Quick check first.\n- If yes: YES — please proceed.\n- If not: switch.", "conditional"),
+    ("If that is the cheapest, yes, go ahead.", "conditional"),
     ("", None),
 ])
 def test_the_retail_answer_rule(text: str, answer: str | None) -> None:

@@ -6,12 +6,17 @@ proceed." It does not say one yes covers one action only: an agent that lists se
 actions and gets one yes has listed the details of each and has its yes; so one answer
 may cover several writes, provided the one proposal names each of them.
 
-**The answer** is an explicit yes when the customer's reply opens with a yes (``yes``,
-``ok``, ``sure``, ``confirmed``, ``go ahead``, ``proceed``..., the desk's own yes phrases,
-possibly after ``um``/``thanks``-like words) and nothing in it takes the yes back or
-changes it (``but``, ``however``, ``instead``, ``actually``, ``except``, ``though``,
-``rather``, ``wait``, ``hold on``, ``never mind``, ``not yet``). It is a no when it opens
-with one of the desk's no phrases. Anything else is neither.
+**The answer** is an explicit yes when one of its parts (sentences, lines, list items,
+what a colon or a dash separates) opens with a yes (``yes``, ``ok``, ``sure``, ``confirmed``,
+``go ahead``, ``proceed``..., the desk's own yes phrases, possibly after ``um``, ``and`` or
+``thanks``-like words), and nothing takes it back: no yes part holds ``but``, ``however``,
+``instead``, ``actually``, ``except``, ``though``, ``rather``, ``wait``, ``hold on``,
+``hold off``, ``never mind`` or ``not yet``, and no part after the last yes opens with one
+of them or is a plain no. A yes on a condition (said after an ``if`` on the same line:
+"If it has not shipped, yes, cancel it", "- If so: YES, go ahead") does not count; a reply
+whose only yeses are such is *conditional*: the recording cannot say whether the condition
+held, and the conversation is unmappable. A reply that opens with one of the desk's no
+phrases is a no. Anything else is neither.
 
 **The proposal** must name what the call changes, in ids (the order id; each item id, or
 the item's name when no other item of the order has it; each new item id; the payment
@@ -62,11 +67,32 @@ _MARKER = re.compile(r"^\s*(?:[-*\u2022]+|\(?[0-9]{1,2}[.)]|\(?[a-dA-D][.)])\s+"
 
 def parts(text: str) -> list[list[str]]:
     """The reply's parts (see ``_BREAKS``), each as its words, list markers left out."""
+    return [words for _, words in _lined_parts(text)]
+
+
+def _lined_parts(text: str) -> list[tuple[int, list[str]]]:
+    """Each part with the number of the line it is on."""
     out = []
-    for piece in _BREAKS.split(text):
-        words = _words(_MARKER.sub("", piece))
-        if words:
-            out.append(words)
+    for n, line in enumerate(text.splitlines()):
+        for piece in _BREAKS.split(_MARKER.sub("", line)):
+            words = _words(_MARKER.sub("", piece))
+            if words:
+                out.append((n, words))
+    return out
+
+
+def _conditional(lined: list[tuple[int, list[str]]]) -> set[int]:
+    """The parts said on a condition: from a part that opens with ``if`` to the end of its
+    line ("- If so: YES, go ahead")."""
+    out: set[int] = set()
+    since: int | None = None  # the line an "if" opened a condition on
+    for i, (line, words) in enumerate(lined):
+        if since is not None and line != since:
+            since = None
+        if words[0] == "if":
+            since = line
+        if since is not None:
+            out.add(i)
     return out
 
 
@@ -102,14 +128,18 @@ class RetailProse:
                "new items, payment method, cancellation reason and new address")
 
     def answer(self, text: str) -> Answer | None:
-        pieces = parts(text)
+        lined = _lined_parts(text)
+        pieces = [words for _, words in lined]
         if not pieces:
             return None
         if any(tuple(pieces[0][:n]) in NO_PHRASES for n in range(1, 4)):
             return "no"
-        yes = [i for i, p in enumerate(pieces) if _opens_with_yes(p)]
+        on_condition = _conditional(lined)
+        said_yes = [i for i, p in enumerate(pieces) if _opens_with_yes(p) or
+                    (i in on_condition and "yes" in p)]
+        yes = [i for i in said_yes if i not in on_condition]
         if not yes:
-            return None
+            return "conditional" if said_yes else None
         last = yes[-1]
         if any(_has(pieces[i], TAKE_BACK) for i in yes) or \
                 any(_opens(p, TAKE_BACK) or tuple(p) in NO_PHRASES for p in pieces[last + 1:]):
