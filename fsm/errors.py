@@ -7,7 +7,8 @@
     │   └── InvariantError           invariants naming what the workflow does not have
     ├── WorkflowNotFound             a workflow or policy name that resolves to nothing
     ├── UsageError                   a command-line argument that cannot be used
-    │   └── SettingsError            an environment variable that cannot be used
+    │   ├── SettingsError            an environment variable that cannot be used
+    │   └── UnreadableFile           a recorded-conversation file of no shape fsm shadow reads
     ├── StoreError                   the database could not be opened, read or written
     │   ├── StoreUnavailable         ... for now: a lost connection, a timeout (also Unavailable)
     │   ├── RowDamaged               one row cannot be read: which run, which table
@@ -88,6 +89,11 @@ class WorkflowNotFound(FSMError):
 
 class UsageError(FSMError):
     """A command-line argument that cannot be used."""
+
+
+class UnreadableFile(UsageError):
+    """A file of recorded conversations that is none of the shapes ``fsm shadow`` reads
+    (exit status 2); one conversation that cannot be read is reported, not raised."""
 
 
 class SettingsError(UsageError):

@@ -20,6 +20,7 @@ import fsm.cli.evidence  # noqa: F401 - fsm export, fsm prune
 import fsm.cli.keys  # noqa: F401 - fsm keys
 import fsm.cli.mcp  # noqa: F401 - fsm mcp serve
 import fsm.cli.sandbox  # noqa: F401 - fsm fork, fsm replay, fsm eval
+import fsm.cli.shadow  # noqa: F401 - fsm shadow
 import fsm.cli.talk  # noqa: F401 - fsm reply
 import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
 from fsm import faults, hooks, telemetry

@@ -243,6 +243,10 @@ def eval_cmd(
                                      "started since (2026-12-01, 24h, 7d)"),
     save: str | None = typer.Option(None, "--save", help="with --from-runs: also write the "
                                     "suite to this YAML file"),
+    infer_events: bool = typer.Option(False, "--infer-events", help="the policy speaks "
+                                      "plain tool calling: it sees every tool, and the "
+                                      "workflow's events are fired for it (as fsm shadow "
+                                      "infers them)"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
@@ -250,6 +254,7 @@ def eval_cmd(
     pass^k (as tau2-bench defines it), refused attempts, steps, tokens and cost."""
     from fsm.registry import default_policy
     from fsm.sandbox.evaluate import evaluate, policy_maker, resolve_checks
+    from fsm.sandbox.infer import inferring
 
     suite = _eval_suite(suite_ref, from_runs, workflow, status, since, save, db)
     spec = _workflow(suite.workflow)
@@ -268,8 +273,10 @@ def eval_cmd(
             raise UsageError(f"workflow {suite.workflow!r} ships no default policy; give "
                              "--policy module:attr or --model NAME")
         name, fallback = "default", (lambda: default_policy(suite.workflow))
-    report = evaluate(spec, suite, policy_maker(chosen, fallback), k=k or suite.k,
-                      policy_name=name or "the suite's own", clock=clock)
+    maker = policy_maker(chosen, fallback)
+    report = evaluate(spec, suite, inferring(spec, maker) if infer_events else maker,
+                      k=k or suite.k, policy_name=(name or "the suite's own")
+                      + (" (events inferred)" if infer_events else ""), clock=clock)
     if as_json:
         print_json({**report.as_json(), **({"skipped": suite.skipped} if from_runs else {})})
     else:
@@ -314,7 +321,8 @@ def _print_eval(r: EvalReport) -> None:
          f"{c['steps_per_run']:.1f}", c["tokens"], c["cost_micros"],
          "; ".join(c["failures"])] for c in j["cases"]])
     o = j["overall"]
-    ks = ", ".join(f"pass^{i} {o[f'pass^{i}']:.3f}" for i in range(1, r.k + 1))
+    ks = ", ".join(f"pass^{i} {o[f'pass^{i}']:.3f} ({o[f'pass^{i} under policy']:.3f} under "
+                   "policy)" for i in range(1, r.k + 1))
     console.print(f"{r.suite} with {r.policy}: {o['cases_passed']} of {o['cases']} cases "
                   f"passed every trial ({o['trials']} trials); {ks}; refused/run "
                   f"{o['refused_per_run']:.2f}, steps/run {o['steps_per_run']:.1f}, tokens "

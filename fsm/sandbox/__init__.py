@@ -4,7 +4,13 @@
   compare the two step by step.
 - :mod:`fsm.sandbox.suite`: evaluation suites, read from YAML (``fsm eval``).
 - :mod:`fsm.sandbox.evaluate`: run a suite's cases k times each on fresh resources and
-  report pass^k.
+  report pass^k (and pass^k under policy).
+- :mod:`fsm.sandbox.shadow`: replay recorded conversations of any agent through a
+  workflow's gate (``fsm shadow``), read by :mod:`~fsm.sandbox.shadow_read`, their prose
+  judged by :mod:`~fsm.sandbox.shadow_rules`, reported by
+  :mod:`~fsm.sandbox.shadow_report`.
+- :mod:`fsm.sandbox.infer`: the events an agent that speaks plain tool calling never
+  fires, inferred (``fsm shadow``, ``fsm eval --infer-events``).
 """
 
 from __future__ import annotations

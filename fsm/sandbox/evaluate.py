@@ -9,6 +9,8 @@ expects (see :mod:`fsm.sandbox.suite`).
 
 pass^k is τ²-bench's: for a case with ``n`` trials of which ``c`` passed, the chance that
 ``k`` trials drawn from them all pass, ``C(c, k) / C(n, k)``, averaged over the cases.
+pass^k *under policy* counts a trial only when it passed with no refused attempt in its
+log: the outcome was right and the policy never tried what the workflow forbids.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class Trial:
     refused: int
     writes: list[dict[str, Any]]
 
+    @property
+    def clean(self) -> bool:
+        """Passed, with no refused attempt in its log (it counts under policy)."""
+        return self.passed and self.refused == 0
+
 
 @dataclass
 class CaseResult:
@@ -62,11 +69,16 @@ class CaseResult:
     def pass_hat(self, k: int) -> float:
         return pass_hat_k(len(self.trials), self.successes, k)
 
+    def pass_hat_under_policy(self, k: int) -> float:
+        """pass^k counting only the trials that passed with nothing refused."""
+        return pass_hat_k(len(self.trials), sum(t.clean for t in self.trials), k)
+
     def as_json(self, k: int) -> dict[str, Any]:
         n = len(self.trials)
         return {
             "case": self.case.name, "trials": n, "passed": self.successes,
             f"pass^{k}": self.pass_hat(k),
+            f"pass^{k} under policy": self.pass_hat_under_policy(k),
             "refused_per_run": sum(t.refused for t in self.trials) / n,
             "steps_per_run": sum(t.steps for t in self.trials) / n,
             "tokens": sum(t.tokens for t in self.trials),
@@ -88,6 +100,11 @@ class EvalReport:
         return {j: sum(c.pass_hat(j) for c in self.cases) / len(self.cases)
                 for j in range(1, self.k + 1)}
 
+    def pass_hat_ks_under_policy(self) -> dict[int, float]:
+        """The same, counting only the trials that passed with nothing refused."""
+        return {j: sum(c.pass_hat_under_policy(j) for c in self.cases) / len(self.cases)
+                for j in range(1, self.k + 1)}
+
     @property
     def ok(self) -> bool:
         """Every trial of every case passed (pass^k is 1)."""
@@ -102,6 +119,8 @@ class EvalReport:
                 "cases": len(self.cases), "trials": len(trials),
                 "cases_passed": sum(c.successes == len(c.trials) for c in self.cases),
                 **{f"pass^{j}": v for j, v in self.pass_hat_ks().items()},
+                **{f"pass^{j} under policy": v
+                   for j, v in self.pass_hat_ks_under_policy().items()},
                 "refused_per_run": sum(t.refused for t in trials) / len(trials),
                 "steps_per_run": sum(t.steps for t in trials) / len(trials),
                 "tokens": sum(t.tokens for t in trials),

@@ -49,10 +49,12 @@ def test_the_refund_suite_of_21_cases_passes_with_the_clerk(cli: Cli) -> None:
     overall = report["overall"]
     assert overall["cases"] == 21 and overall["trials"] == 42 and overall["cases_passed"] == 21
     assert overall["pass^1"] == overall["pass^2"] == 1.0
+    assert overall["pass^1 under policy"] == overall["pass^2 under policy"] == 1.0
     assert overall["refused_per_run"] == 0
     assert all(c["trials"] == 2 and c["pass^2"] == 1.0 for c in report["cases"])
     table = cli("eval", str(SUITE))
     assert table.code == 0 and "21 of 21 cases passed every trial" in table.out
+    assert "pass^1 1.000 (1.000 under policy)" in table.out
 
 
 def test_a_policy_that_pays_twice_and_one_that_skips_a_step_are_caught(cli: Cli) -> None:

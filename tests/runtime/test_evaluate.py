@@ -48,3 +48,19 @@ def test_scripted_policies_that_differ_on_purpose_are_caught() -> None:
     report = _run(skipped, KETTLE, k=2)
     assert not report.ok and report.pass_hat_ks()[2] == 0.0
     assert report.cases[0].trials[0].why[0].startswith("status ")
+
+
+def test_pass_hat_k_under_policy_leaves_out_trials_with_a_refused_attempt() -> None:
+    """A trial that reached the expected outcome after a refused attempt passes the case
+    (it expects no refusal count) but does not count under policy."""
+    lenient = Case(name="kettle", goal=KETTLE.goal, user="asha", expect=Expected(
+        status="done", writes=KETTLE.expect.writes))
+    twice = [*small_refund()[:6], small_refund()[5], small_refund()[6]]
+    report = _run(twice, lenient, k=2)
+    assert report.ok and [t.refused for t in report.cases[0].trials] == [1, 1]
+    assert report.pass_hat_ks() == {1: 1.0, 2: 1.0}
+    assert report.pass_hat_ks_under_policy() == {1: 0.0, 2: 0.0}
+    overall = report.as_json()["overall"]
+    assert (overall["pass^2"], overall["pass^2 under policy"]) == (1.0, 0.0)
+    clean = _run(small_refund(), lenient, k=2)
+    assert clean.pass_hat_ks_under_policy() == clean.pass_hat_ks() == {1: 1.0, 2: 1.0}

@@ -96,6 +96,26 @@ def test_a_confirmed_cancellation_runs_once_after_the_yes() -> None:
     assert refusals(store, run.run_id) == []
 
 
+def test_a_write_that_fails_after_another_succeeded_leaves_the_desk_going() -> None:
+    """τ²-bench's check refuses the second write (the order is already paid that way); it
+    changed nothing, so the desk reads the failure and goes on instead of handing over."""
+    db = MemoryRetail()
+    cancel = {"order_id": PENDING, "reason": "no longer needed"}
+    pay = {"order_id": PENDING2, "payment_method_id": CARD}
+    run, store, _ = converse(db, [
+        AUTH, read(PENDING), read(PENDING2), propose("cancel_pending_order", **cancel),
+        call("cancel_pending_order", **cancel),
+        propose("modify_pending_order_payment", **pay),
+        call("modify_pending_order_payment", **pay),
+        {"tool": "advance", "args": {"event": "withdrawn"}}, FINISH,
+    ], ["yes", "yes"])
+    assert (run.status, run.state) == ("done", "done")
+    assert [w["tool"] for w in db.writes()] == ["cancel_pending_order"]
+    [failed] = [e for e in store.events(run.run_id)
+                if e.kind == "tool" and e.tool == "modify_pending_order_payment"]
+    assert failed.detail["error"].startswith("ValueError")
+
+
 def test_nothing_of_the_customer_is_read_before_authentication() -> None:
     db = MemoryRetail()
     run, store, customer = converse(db, [

@@ -3,10 +3,11 @@
 See ``docs/how-to/retail.md``; the data's source and licence are in ``NOTICE.md``.
 """
 
+from workflows.retail.shadow import SHADOW  # how fsm shadow reads recorded agents' prose
 from workflows.retail.workflow import TOOLS_BY_STATE, TRANSITIONS, build
 
 #: The registered workflow (entry point ``fsm.workflows:retail``), over the retail tables
 #: of the current database.
 WORKFLOW = build()
 
-__all__ = ["TOOLS_BY_STATE", "TRANSITIONS", "WORKFLOW", "build"]
+__all__ = ["SHADOW", "TOOLS_BY_STATE", "TRANSITIONS", "WORKFLOW", "build"]

@@ -9,7 +9,9 @@ the database the run's store names (the ``retail`` resource), or of one given to
 - every write is bound to the proposal the customer confirmed (``confirmed_by``), and
   checked again against the policy (:func:`~workflows.retail.rules.write_problem`) on
   the rows it changes, in its own transaction; it is retry-safe, by its idempotency key;
-- ``transfer_to_human_agents`` always ends the conversation (it hands the run over).
+- ``transfer_to_human_agents`` always ends the conversation (it hands the run over);
+- a write that fails changed nothing (``fails_cleanly``): after an earlier write succeeded,
+  the desk reads the failure and goes on, as the policy lets it, instead of handing over.
 """
 
 from __future__ import annotations

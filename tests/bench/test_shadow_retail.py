@@ -1,0 +1,75 @@
+"""The retail leaderboard file through the retail desk in shadow (``make shadow``'s run),
+checked against the reviewed classification in ``bench/shadow_review.md``.
+
+The file is read, never written, from ``../shared/trajectories/`` beside the repository
+(see its README); without it this test fails and says where to put it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from paths import ROOT
+
+from fsm.sandbox.shadow import replay_recorded
+from fsm.sandbox.shadow_read import read_file
+from fsm.sandbox.shadow_report import outcome_class
+from workflows.retail import SHADOW, build
+
+TRAJECTORIES = ROOT.parent / "shared" / "trajectories"
+RETAIL = TRAJECTORIES / "retail-gpt-4.1-mini.json"
+REVIEW = ROOT / "bench" / "shadow_review.md"
+#: A row of the review's table: simulation id, task, turn, call, class.
+ROW = re.compile(r"^\| ([0-9a-f-]{36}) \| (\d+) \| (\d+) \| (\w+) \| "
+                 r"(latent violation|false refusal) \|", re.M)
+
+
+def _reviewed() -> dict[tuple[str, int, str], str]:
+    return {(m[1], int(m[3]), m[4]): m[5] for m in ROW.finditer(REVIEW.read_text())}
+
+
+def test_the_retail_file_replays_whole_and_every_refusal_in_a_pass_is_reviewed() -> None:
+    assert RETAIL.is_file(), (
+        f"{RETAIL} is missing: it is τ²-bench's retail leaderboard file (see "
+        "../shared/trajectories/README.md); put it there, read-only, to run this test")
+    outcomes = replay_recorded(build(), read_file(RETAIL), SHADOW)
+    assert len(outcomes) == 114
+    passed = [o for o in outcomes if outcome_class(o.reward) == "passed"]
+    assert len(passed) == 96
+    unmapped = [o for o in outcomes if o.verdict in ("unmappable", "unreadable")]
+    assert len(unmapped) <= 0.05 * len(outcomes) and all(o.reason for o in unmapped)
+    assert all(r.rule for o in outcomes for r in o.refusals)
+    reviewed = _reviewed()
+    refused = {(o.simulation_id, o.refusal.turn, o.refusal.tool)
+               for o in passed if o.refusal is not None}
+    assert refused <= set(reviewed), f"not reviewed: {sorted(refused - set(reviewed))}"
+    false = [k for k in refused if reviewed[k] == "false refusal"]
+    assert len(false) <= 0.02 * len(passed), false
+
+
+def test_make_shadow_runs_each_file_whose_desk_exists_and_skips_the_others(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "trajectories"
+    folder.mkdir()
+    shutil.copy(ROOT / "tests" / "sandbox" / "shadow_data" / "tau2_results.json", folder)
+    (folder / "airline-x.json").write_text(json.dumps(
+        {"info": {"environment_info": {"domain_name": "airline"}}, "tasks": [],
+         "simulations": []}))
+    out, figures = tmp_path / "shadow.md", tmp_path / "shadow.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "shadow.py"), "--dir", str(folder),
+         "--markdown-out", str(out), "--json-out", str(figures)],
+        capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "## Desk `retail`" in text and "### `tau2_results.json`" in text
+    assert "| passed | 1 | 1 | 0 | 0 | 2 |" in text and "| failed | 1 | 0 | 0 | 0 | 1 |" in text
+    assert "- `airline-x.json` (domain airline: no desk yet)" in text
+    report = json.loads(figures.read_text())
+    assert report["retail"]["summary"]["verdicts"] == {
+        "admitted": 2, "refused": 1, "unmappable": 0, "unreadable": 0}
