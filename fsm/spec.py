@@ -319,6 +319,7 @@ def define_workflow(
     :mod:`fsm.adapters.mcp`): their tools are listed now, pinned in the definition hash,
     and named in ``tools_by_state`` as ``server.tool`` or by the bare name one server alone
     lists.
+
     A write tool that raises is read by the model as the tool's refusal, which changed
     nothing: the model may do something else. ``dependent_writes=True`` says the run's
     writes depend on one another, so one that fails after another succeeded leaves the
@@ -376,9 +377,8 @@ def define_workflow(
         customer_events=tables.customer_events,
         asks_customer=tables.asks_customer, interpret=interpret,
         confirm_event=confirm_event, reply_ttl_seconds=reply_ttl_seconds,
-        reply_expiry_event=reply_expiry_event,
-        servers=remote.pins if remote is not None else {}, tool_servers=tuple(servers),
         reply_expiry_event=reply_expiry_event, dependent_writes=dependent_writes,
+        servers=remote.pins if remote is not None else {}, tool_servers=tuple(servers),
     )
     unpriced = unpriced_waits(spec)
     if unpriced:

@@ -10,8 +10,9 @@ the database the run's store names (the ``retail`` resource), or of one given to
   checked again against the policy (:func:`~workflows.retail.rules.write_problem`) on
   the rows it changes, in its own transaction; it is retry-safe, by its idempotency key;
 - ``transfer_to_human_agents`` always ends the conversation (it hands the run over);
-- a write that fails changed nothing (``fails_cleanly``): after an earlier write succeeded,
-  the desk reads the failure and goes on, as the policy lets it, instead of handing over.
+- a write that fails changed nothing (each runs in one transaction its failure rolls
+  back): after an earlier write succeeded, the desk reads the failure and goes on, as the
+  policy lets it; the workflow does not declare ``dependent_writes``.
 """
 
 from __future__ import annotations
