@@ -41,6 +41,7 @@ if _TYPE_CHECKING:
         RunPruned,
         ScriptExhausted,
         ServeError,
+        ServerChanged,
         SettingsError,
         StopDriving,
         StoreError,
@@ -83,6 +84,7 @@ if _TYPE_CHECKING:
     from fsm.store.base import Store
     from fsm.store.memory import MemoryStore
     from fsm.store.sqlite import SQLiteStore
+    from fsm.sources import IDEMPOTENCY_META_KEY, ToolServer
     from fsm.tools import NoArgs, ToolContext, ToolSpec
 
 # Where each name lives: the same as the imports above.
@@ -95,7 +97,7 @@ _MODULES = {
         "InvariantError", "LeaseLost", "MigrationRefused", "ModelConfigError",
         "NothingPending", "NotifyError",
         "PriceError", "RunError", "RunLocked", "RunNotFound", "RunPruned", "ScriptExhausted",
-        "ServeError",
+        "ServeError", "ServerChanged",
         "StopDriving", "StoreError", "StoreUnavailable", "TransitionRefused", "Unavailable",
         "UsageError",
         "WorkflowDefinitionError", "WorkflowNotFound", "WorkflowCodeError", "AmountError",
@@ -106,6 +108,7 @@ _MODULES = {
         "SettingsError",
     ),
     "fsm.hooks": ("Hooks",),
+    "fsm.sources": ("IDEMPOTENCY_META_KEY", "ToolServer"),
     "fsm.money": ("Currency",),
     "fsm.migration": ("Migration", "Plan", "migrate", "plan_migration"),
     "fsm.migration.history": ("HistoryReport", "check_history"),
@@ -176,6 +179,7 @@ __all__ = [
     "HandoverRefused",
     "HistoryReport",
     "Hooks",
+    "IDEMPOTENCY_META_KEY",
     "InboxRefused",
     "InvalidRunState",
     "InvariantError",
@@ -206,6 +210,7 @@ __all__ = [
     "SQLiteStore",
     "ScriptExhausted",
     "ServeError",
+    "ServerChanged",
     "Settings",
     "SettingsError",
     "StopDriving",
@@ -215,6 +220,7 @@ __all__ = [
     "SuiteError",
     "Tool",
     "ToolContext",
+    "ToolServer",
     "ToolSpec",
     "TransitionRefused",
     "Unavailable",

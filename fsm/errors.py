@@ -34,6 +34,7 @@
         ├── RunLocked                another process is driving the run right now
         ├── LeaseLost                this process's lease was taken: it may not write
         ├── DefinitionChanged        a run's definition is not kept by this code
+        │   └── ServerChanged        ... because a tool server's tools changed under it
         ├── TransitionRefused        the machine refused an event (internal boundary)
         ├── WorkflowCodeError        the workflow's own code raised: a bug, the run fails
         ├── HandoverRefused          a desk action the handover does not allow (taken by
@@ -357,6 +358,31 @@ class DefinitionChanged(RunError):
             f"move the run: fsm migrate {run_id} --to current (try --dry-run first)",
             run_id=run_id,
         )
+
+
+class ServerChanged(DefinitionChanged):
+    """A waiting run was started against a tool server whose tools have changed since:
+    ``changes`` maps each such server to what differs (its pinned and current tool-list
+    hashes, tools added and removed)."""
+
+    def __init__(self, run_id: str, workflow: str, recorded: str, current: str,
+                 changes: dict[str, dict[str, Any]]) -> None:
+        self.workflow, self.recorded, self.current = workflow, recorded, current
+        self.version, self.available, self.changes = "", (current,), changes
+        said = "; ".join(_server_change(name, c) for name, c in sorted(changes.items()))
+        RunError.__init__(
+            self, f"run {run_id!r} was started against tool servers that have changed "
+            f"since ({said}): refused; restore what it was started against, or move the run: "
+            f"fsm migrate {run_id} --to current", run_id=run_id)
+
+
+def _server_change(name: str, change: dict[str, Any]) -> str:
+    parts = [f"server {name!r} pinned tools {change.get('pinned') or 'none'}, "
+             f"now {change.get('now') or 'not in the definition'}"]
+    for key in ("added", "removed"):
+        if change.get(key):
+            parts.append(f"{key} {', '.join(change[key])}")
+    return ", ".join(parts)
 
 
 class TransitionRefused(RunError):

@@ -20,6 +20,7 @@ from fsm.checks import Check, Tables, quoted
 from fsm.errors import WorkflowDefinitionError, validation_problems
 from fsm.guards import Guard, guard
 from fsm.presentation import PLAIN, Presentation
+from fsm.sources import ToolServer, resolve
 from fsm.tools import ADVANCE, ToolSpec
 
 __all__ = ["ADVANCE", "HASHED_FIELDS", "HASHED_WHEN_SET", "UNHASHED_FIELDS", "Guard",
@@ -105,6 +106,11 @@ class WorkflowSpec(BaseModel):
     reply_ttl_seconds: float | None = None
     #: The customer event fired when the customer does not reply in time.
     reply_expiry_event: str | None = None
+    #: server name → its pin: the hash of its whole tool list and the names it lists (see
+    #: :mod:`fsm.sources`). A server whose tools change is a new definition.
+    servers: dict[str, dict[str, Any]] = {}
+    #: The :class:`~fsm.sources.ToolServer` objects the tools call through.
+    tool_servers: tuple[Any, ...] = ()
 
     def events_from(self, state: str) -> dict[str, str]:
         return self.transitions.get(state, {})
@@ -227,7 +233,7 @@ HASHED_FIELDS: tuple[str, ...] = (
 #: customer keeps the hash it had before conversations existed.
 HASHED_WHEN_SET: tuple[str, ...] = (
     "customer_events", "asks_customer", "interpret", "confirm_event", "reply_ttl_seconds",
-    "reply_expiry_event",
+    "reply_expiry_event", "servers",
 )
 #: The other fields, and why they leave the hash alone.
 UNHASHED_FIELDS: dict[str, str] = {
@@ -237,6 +243,7 @@ UNHASHED_FIELDS: dict[str, str] = {
     "resources": "where tools reach the outside world, opened from the run's database",
     "version": "a name for the hash; the store keeps the label it first saw with each hash",
     "earlier": "other definitions, each with its own hash; a run resumes on the one it names",
+    "tool_servers": "connections to the servers, whose tool lists servers pins",
 }
 
 
@@ -293,6 +300,7 @@ def define_workflow(
     confirm_event: str = "confirmed",
     reply_ttl_seconds: float | None = None,
     reply_expiry_event: str | None = None,
+    servers: list[ToolServer] | tuple[ToolServer, ...] = (),
 ) -> WorkflowSpec:
     """Validate the tables and return the frozen :class:`WorkflowSpec`.
 
@@ -300,8 +308,16 @@ def define_workflow(
     workflow importable beside it, so that runs started on them resume on them (new runs
     start on this one).
 
+    ``servers`` names tool servers (:class:`~fsm.sources.ToolServer`, e.g. from
+    :mod:`fsm.adapters.mcp`): their tools are listed now, pinned in the definition hash,
+    and named in ``tools_by_state`` as ``server.tool`` or by the bare name one server alone
+    lists.
+
     Every problem found is listed in one :class:`~fsm.errors.WorkflowDefinitionError`.
     """
+    remote = resolve(servers, tools_by_state, {t.name for t in tools}) if servers else None
+    if remote is not None:
+        tools, tools_by_state = [*tools, *remote.tools], remote.tools_by_state
     try:
         tables = Tables(
             # pydantic checks the shape of whatever mappings it is given.
@@ -324,7 +340,7 @@ def define_workflow(
     duplicates = sorted({t.name for t in tools if sum(u.name == t.name for u in tools) > 1})
     ctx = Check(tables, tool_map, dict(guards or {}), dict(payloads or {}), invariants,
                 interpret)
-    problems = ctx.problems()
+    problems = ctx.problems() + (remote.problems if remote is not None else [])
     if duplicates:
         problems.append(f"tools registered twice: {quoted(duplicates)}")
     kept = _flattened(earlier)
@@ -349,6 +365,7 @@ def define_workflow(
         asks_customer=tables.asks_customer, interpret=interpret,
         confirm_event=confirm_event, reply_ttl_seconds=reply_ttl_seconds,
         reply_expiry_event=reply_expiry_event,
+        servers=remote.pins if remote is not None else {}, tool_servers=tuple(servers),
     )
     same = [e.label for e in kept if e.definition_hash == spec.definition_hash]
     if same:

@@ -110,6 +110,10 @@ class ToolSpec:
     #: run never stays where it was after the call (a run whose ``emits`` returns no event
     #: then fails).
     always_emits: bool = False
+    #: Where a tool from a server comes from (``server``, the server's ``tool`` name, its
+    #: ``annotations``, the ``supplied`` arguments): set by :mod:`fsm.sources`, ``None``
+    #: for a Python tool.
+    origin: Mapping[str, Any] | None = None
 
     def needs_approval(self, args: Any, facts: Facts) -> bool:
         if callable(self.approval):
@@ -141,4 +145,5 @@ class ToolSpec:
             # Only when set: the hash of a tool that uses neither stays what it was.
             **({"confirmed_by": self.confirmed_by} if self.confirmed_by is not None else {}),
             **({"always_emits": True} if self.always_emits else {}),
+            **({"origin": dict(self.origin)} if self.origin is not None else {}),
         }

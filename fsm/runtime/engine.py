@@ -21,6 +21,7 @@ from fsm.errors import (
     InvalidRunState,
     RowDamaged,
     RunLocked,
+    ServerChanged,
     Unavailable,
     is_transient,
     validation_summary,
@@ -637,6 +638,10 @@ class Engine(Conversations):
         spec = self.spec.version_for(run.definition_hash)
         if spec is None:
             record = self.store.definition(run.definition_hash)
+            changes = server_changes(record.body if record is not None else {}, self.spec)
+            if changes:
+                raise ServerChanged(run.run_id, run.workflow, run.definition_hash,
+                                    self.spec.definition_hash, changes)
             raise DefinitionChanged(
                 run.run_id, run.workflow, run.definition_hash, self.spec.definition_hash,
                 version=record.version if record is not None else "",
@@ -649,6 +654,20 @@ class Engine(Conversations):
         if hooks.wants("before_drive") or hooks.wants("after_drive"):
             return observe.Driving(lease, hooks, self.spec, self.store, run_id, kind)
         return lease
+
+
+def server_changes(body: dict[str, Any], spec: WorkflowSpec) -> dict[str, dict[str, Any]]:
+    """The tool servers whose pins differ between a stored definition's ``body`` and
+    ``spec``: for each, its pinned and current hashes and the tools added and removed."""
+    pinned: dict[str, Any] = body.get("servers") or {}
+    changes = {}
+    for name in sorted(set(pinned) | set(spec.servers)):
+        old, new = pinned.get(name) or {}, spec.servers.get(name) or {}
+        if old.get("tools") != new.get("tools"):
+            was, now = set(old.get("listed", ())), set(new.get("listed", ()))
+            changes[name] = {"pinned": old.get("tools"), "now": new.get("tools"),
+                             "added": sorted(now - was), "removed": sorted(was - now)}
+    return changes
 
 
 def _spent(before: RunState, after: RunState) -> Usage:

