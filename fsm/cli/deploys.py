@@ -36,10 +36,18 @@ def definitions_cmd(
         console.print("no definitions recorded" + (f" for {workflow}" if workflow else ""),
                       markup=False)
         return
-    print_table(None, ["workflow", "version", "definition", "recorded", "runs", "in code"], [
+    pinned = any(r["servers"] for r in rows)
+    print_table(None, ["workflow", "version", "definition", "recorded", "runs", "in code",
+                       *(["servers"] if pinned else [])], [
         [r["workflow"], r["version"] or "—", r["definition_hash"], fmt_time(r["recorded_at"]),
-         ", ".join(f"{k} {v}" for k, v in r["runs"].items()) or "none", r["in_code"]]
+         ", ".join(f"{k} {v}" for k, v in r["runs"].items()) or "none", r["in_code"],
+         *([_pins(r["servers"])] if pinned else [])]
         for r in rows])
+
+
+def _pins(servers: dict[str, str]) -> str:
+    """The tool servers a definition pins: each name with its tool list's hash."""
+    return ", ".join(f"{name} {tools}" for name, tools in sorted(servers.items())) or "—"
 
 
 def definition_rows(store: Store, workflow: str | None) -> list[dict[str, Any]]:
@@ -54,10 +62,11 @@ def definition_rows(store: Store, workflow: str | None) -> list[dict[str, Any]]:
         samples.setdefault(c.definition_hash, c.sample)
     rows: list[dict[str, Any]] = [
         {"workflow": d.workflow, "version": d.version, "definition_hash": d.definition_hash,
-         "recorded_at": d.recorded_at, "runs": counts.pop(d.definition_hash, {})}
+         "recorded_at": d.recorded_at, "runs": counts.pop(d.definition_hash, {}),
+         "servers": {n: p.get("tools") for n, p in (d.body.get("servers") or {}).items()}}
         for d in store.definitions(workflow)]
     rows += [{"workflow": names[h], "version": "", "definition_hash": h, "recorded_at": None,
-              "runs": runs} for h, runs in counts.items()]
+              "runs": runs, "servers": {}} for h, runs in counts.items()]
     codes: dict[str, WorkflowSpec | None] = {}
     for r in rows:
         # Any run of the workflow says how its code is imported.

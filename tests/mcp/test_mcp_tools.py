@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcpkit import ADDRESS, ORDER, RETAIL_BIN, call_log, clerk, desk, retail
+from crashkit import run_fsm
+from mcpkit import ADDRESS, ORDER, RETAIL_BIN, call_log, clerk, desk, retail, toy_desk
 
 from fsm import Engine, MemoryStore, SQLiteStore, define_workflow
 from fsm.adapters.mcp import McpServer, stdio_server
@@ -22,25 +23,6 @@ from fsm.auditor.diagram import extract
 from fsm.errors import ServerChanged, Unavailable, WorkflowDefinitionError
 from fsm.sources import IDEMPOTENCY_META_KEY
 from fsm.testing import ScriptedPolicy
-
-TOY = str(Path(__file__).resolve().parent.parent / "support" / "mcp_toy.py")
-
-
-def toy(log: Path, *, variant: str = "", **options: Any) -> Any:
-    env = {"TOY_LOG": str(log), **({"TOY_VARIANT": variant} if variant else {})}
-    return stdio_server("toy", sys.executable, TOY, env=env, **options)
-
-
-def toy_desk(log: Path, *, variant: str = "", **options: Any) -> Any:
-    """Look an account up, then pay it; a payment waits for a person."""
-    return define_workflow(
-        "toy_desk",
-        transitions={"reading": {"due": "paying"}, "paying": {"approved": "paying_now",
-                                                               "declined": "done"},
-                     "paying_now": {"paid": "done"}},
-        tools_by_state={"reading": ["lookup", "broken"], "paying_now": ["toy.pay"]},
-        initial="reading", terminal={"done"}, human_events={"approved", "declined"},
-        servers=[toy(log, variant=variant, **options)])
 
 
 def toy_log(log: Path) -> list[dict[str, Any]]:
@@ -185,3 +167,24 @@ def test_a_changed_tool_list_is_a_new_definition_and_a_waiting_run_is_refused(
     assert (f"server 'toy' pinned tools {first.servers['toy']['tools']}, now "
             f"{changed.servers['toy']['tools']}, added refund") in message
     assert toy_log(log) == [{"tool": "lookup", "args": {"account": "K-1"}, "key": None}]
+
+
+def test_fsm_definitions_shows_the_pinned_server_and_a_changed_one_is_refused_in_one_line(
+        tmp_path: Path) -> None:
+    log, db = tmp_path / "toy.log", str(tmp_path / "runs.db")
+    env = {"MCPKIT_TOY_LOG": str(log)}
+    started = run_fsm("run", "mcpkit:toy_workflow", "pay K-1", "--user", "u", "--run-id", "w",
+                      "--policy", "mcpkit:toy_clerk", "--db", db, env=env)
+    assert started.code == 0, started
+    pin = toy_desk(log, reads={"lookup"}).servers["toy"]["tools"]
+    listing = run_fsm("definitions", "--db", db, env=env)
+    assert "servers" in listing.stdout and f"toy {pin}" in listing.stdout
+    refused = run_fsm("approve", "w", "--reviewer", "priya", "--db", db,
+                      env={**env, "TOY_VARIANT": "changed"})
+    assert refused.code != 0
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"server 'toy' pinned tools {pin}, now " in lines[0], lines
+    assert SQLiteStore(db).load_run("w").status == "awaiting_approval"
+    approved = run_fsm("approve", "w", "--reviewer", "priya", "--db", db, env=env)
+    assert approved.code == 0, approved
+    assert [c["tool"] for c in toy_log(log)] == ["lookup", "pay"]

@@ -79,3 +79,40 @@ def call_log(state_dir: str | Path, run_id: str) -> list[dict[str, Any]]:
         server.close()
     return [{"tool": c["tau2_tool_call"]["name"], "args": c["tau2_tool_call"]["arguments"]}
             for c in result.value["calls"]]
+
+
+# -- the toy server (mcp_toy.py): a read, and a payment that waits for a person -----------
+
+TOY = str(Path(__file__).resolve().parent / "mcp_toy.py")
+
+
+def toy_desk(log: str | Path, *, variant: str = "", **options: Any) -> WorkflowSpec:
+    """Look an account up, then pay it; a payment waits for a person first."""
+    env = {"TOY_LOG": str(log), **({"TOY_VARIANT": variant} if variant else {})}
+    return define_workflow(
+        "toy_desk",
+        transitions={"reading": {"due": "paying"}, "paying": {"approved": "paying_now",
+                                                               "declined": "done"},
+                     "paying_now": {"paid": "done"}},
+        tools_by_state={"reading": ["lookup", "broken"], "paying_now": ["toy.pay"]},
+        initial="reading", terminal={"done"}, human_events={"approved", "declined"},
+        servers=[stdio_server("toy", sys.executable, TOY, env=env, **options)])
+
+
+def toy_workflow() -> WorkflowSpec:
+    """``toy_desk`` for ``fsm run mcpkit:toy_workflow``: ``$MCPKIT_TOY_LOG``, and the
+    server's variant from ``$TOY_VARIANT``."""
+    return toy_desk(os.environ["MCPKIT_TOY_LOG"], variant=os.environ.get("TOY_VARIANT", ""),
+                    reads={"lookup"})
+
+
+TOY_SCRIPT: list[dict[str, Any]] = [
+    {"tool": "lookup", "args": {"account": "K-1"}},
+    {"tool": "advance", "args": {"event": "due"}},
+    {"tool": "pay", "args": {"account": "K-1", "cents": 2400}},
+    {"tool": "advance", "args": {"event": "paid"}},
+]
+
+
+def toy_clerk() -> ScriptedPolicy:
+    return ScriptedPolicy(TOY_SCRIPT)
