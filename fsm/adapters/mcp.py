@@ -311,10 +311,11 @@ def _remote_result(result: Any) -> RemoteResult:
 def _server(source: McpServer, reads: set[str] | frozenset[str], accept_hints: bool,
             retry_safe: set[str] | frozenset[str],
             supplied: Mapping[str, Callable[[ToolContext], Any]] | None,
-            options: Mapping[str, Mapping[str, Any]] | None) -> ToolServer:
+            options: Mapping[str, Mapping[str, Any]] | None,
+            answer: Callable[[Any], Any] | None) -> ToolServer:
     return ToolServer(source=source, reads=frozenset(reads), accept_hints=accept_hints,
                       retry_safe=frozenset(retry_safe), supplied=dict(supplied or {}),
-                      options=dict(options or {}))
+                      options=dict(options or {}), answer=answer)
 
 
 def stdio_server(name: str, command: str, *args: str, env: Mapping[str, str] | None = None,
@@ -322,18 +323,20 @@ def stdio_server(name: str, command: str, *args: str, env: Mapping[str, str] | N
                  reads: set[str] | frozenset[str] = frozenset(), accept_hints: bool = False,
                  retry_safe: set[str] | frozenset[str] = frozenset(),
                  supplied: Mapping[str, Callable[[ToolContext], Any]] | None = None,
-                 options: Mapping[str, Mapping[str, Any]] | None = None) -> ToolServer:
+                 options: Mapping[str, Mapping[str, Any]] | None = None,
+                 answer: Callable[[Any], Any] | None = None) -> ToolServer:
     """An MCP server run as a child process over stdio, as a workflow uses it (see
-    :class:`~fsm.sources.ToolServer` for ``reads`` ... ``options``)."""
+    :class:`~fsm.sources.ToolServer` for ``reads`` ... ``answer``)."""
     source = McpServer(name, command=command, args=args, env=env, cwd=cwd, timeout=timeout)
-    return _server(source, reads, accept_hints, retry_safe, supplied, options)
+    return _server(source, reads, accept_hints, retry_safe, supplied, options, answer)
 
 
 def http_server(name: str, url: str, *, timeout: float = 30.0,
                 reads: set[str] | frozenset[str] = frozenset(), accept_hints: bool = False,
                 retry_safe: set[str] | frozenset[str] = frozenset(),
                 supplied: Mapping[str, Callable[[ToolContext], Any]] | None = None,
-                options: Mapping[str, Mapping[str, Any]] | None = None) -> ToolServer:
+                options: Mapping[str, Mapping[str, Any]] | None = None,
+                answer: Callable[[Any], Any] | None = None) -> ToolServer:
     """An MCP server reached over streamable HTTP on loopback, as a workflow uses it."""
     source = McpServer(name, url=url, timeout=timeout)
-    return _server(source, reads, accept_hints, retry_safe, supplied, options)
+    return _server(source, reads, accept_hints, retry_safe, supplied, options, answer)

@@ -129,6 +129,15 @@ class Bench:
     def reset(self) -> None:
         self.db.reset()
 
+    def expected_hash(self, writes: Sequence[tuple[str, dict[str, Any]]]) -> str:
+        """The hash of a fresh database with ``writes`` (tool, arguments) applied."""
+        from workflows.retail.database import MemoryRetail
+
+        db = MemoryRetail()
+        for tool, args in writes:
+            db.call(tool, args)
+        return db.hash()
+
     def run(self, goal: str, moves: Sequence[Move], customer: Customer, *,
             run_id: str | None = None, reset: bool = True, finish: bool = True) -> Report:
         """Drive one conversation to its end (see the module's docstring)."""
@@ -187,3 +196,44 @@ def _size(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode("utf-8", "surrogatepass"))
     return 8
+
+
+class McpBench(Bench):
+    """The bench over the retail MCP server: the desk of :mod:`workflows.retail.mcp`, its
+    runs' state in ``state_dir``, each run under its own state key."""
+
+    def __init__(self, location: str, state_dir: str, spec: WorkflowSpec | None = None) -> None:
+        from workflows.retail.mcp import ServerDatabase, build_over_mcp
+
+        self.spec = spec or build_over_mcp(state_dir)
+        self.store = open_store(location)
+        self.resources = Resources({}, self.store.location)
+        self.source = self.spec.tool_servers[0].source
+        self.db = ServerDatabase(state_dir, self.source)  # type: ignore[assignment]
+        self._n = 0
+        self._reader = None
+
+    def close(self) -> None:
+        super().close()
+        self.source.close()
+
+    def run(self, goal: str, moves: Sequence[Move], customer: Customer, *,
+            run_id: str | None = None, reset: bool = True, finish: bool = True) -> Report:
+        from workflows.retail.mcp import _Mapped, profile_first
+
+        given, index = profile_first(list(moves))
+        run_id = run_id or f"r{self._n + 1}"
+        self.db.use(run_id)  # type: ignore[attr-defined]
+        report = super().run(goal, given, customer, run_id=run_id, reset=False,
+                             finish=finish)
+        report.desk = _Mapped(report.desk, index)  # type: ignore[assignment]
+        return report
+
+    def expected_hash(self, writes: Sequence[tuple[str, dict[str, Any]]]) -> str:
+        """As τ²-bench's tools leave it: the server keeps τ²-bench's item price."""
+        from workflows.retail.database import MemoryRetail
+
+        db = MemoryRetail(upstream_price_bug=True)
+        for tool, args in writes:
+            db.call(tool, args)
+        return db.hash()

@@ -197,24 +197,27 @@ def _checks_user(args: Any, facts: Any) -> str | None:
     return None
 
 
+def extras(name: str) -> dict[str, Any]:
+    """The :class:`~fsm.ToolSpec` fields of tool ``name`` besides its function and
+    arguments: what it remembers and fires, its checks, and whether it writes."""
+    if name.startswith("find_user_id"):
+        return {"remember": _found, "emits": lambda r: "authenticated",
+                "emits_events": ("authenticated",)}
+    if name == "get_user_details":
+        return {"remember": _profile, "check": _checks_user}
+    if name == "get_order_details":
+        return {"remember": _order}
+    if name == "transfer_to_human_agents":
+        return {"emits": lambda r: "transferred", "emits_events": ("transferred",),
+                "always_emits": True, "tags": frozenset({"hands_over"})}
+    if name in WRITES:
+        return {"write": True, "retry_safe": True, "confirmed_by": "proposal",
+                "remember": _order, "emits": lambda r: "written",
+                "emits_events": ("written",), "tags": frozenset({"changes_orders"})}
+    return {}
+
+
 def tools(source: DatabaseSource) -> list[ToolSpec]:
     """The 16 tools, each over the database ``source`` gives a run."""
-    out = []
-    for name, (model, description) in SIGNATURES.items():
-        extra: dict[str, Any] = {}
-        if name.startswith("find_user_id"):
-            extra = {"remember": _found, "emits": lambda r: "authenticated",
-                     "emits_events": ("authenticated",)}
-        elif name == "get_user_details":
-            extra = {"remember": _profile, "check": _checks_user}
-        elif name == "get_order_details":
-            extra = {"remember": _order}
-        elif name == "transfer_to_human_agents":
-            extra = {"emits": lambda r: "transferred", "emits_events": ("transferred",),
-                     "always_emits": True, "tags": frozenset({"hands_over"})}
-        elif name in WRITES:
-            extra = {"write": True, "retry_safe": True, "confirmed_by": "proposal",
-                     "remember": _order, "emits": lambda r: "written",
-                     "emits_events": ("written",), "tags": frozenset({"changes_orders"})}
-        out.append(ToolSpec(name, _runner(source, name), description, model, **extra))
-    return out
+    return [ToolSpec(name, _runner(source, name), description, model, **extras(name))
+            for name, (model, description) in SIGNATURES.items()]

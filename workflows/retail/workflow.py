@@ -215,4 +215,4 @@ def build(db: RetailDatabase | DatabaseSource | None = None, *,
         resources={"retail": open_retail},
     )
     tables.update(changes)
-    return define_workflow("retail", **tables)
+    return define_workflow(tables.pop("name", "retail"), **tables)
