@@ -17,6 +17,7 @@ import typer
 import fsm.cli.deploys  # noqa: F401 - fsm definitions, fsm migrate, fsm check-history
 import fsm.cli.desk  # noqa: F401 - fsm handovers
 import fsm.cli.evidence  # noqa: F401 - fsm export, fsm prune
+import fsm.cli.mcp  # noqa: F401 - fsm mcp serve
 import fsm.cli.sandbox  # noqa: F401 - fsm fork, fsm replay, fsm eval
 import fsm.cli.talk  # noqa: F401 - fsm reply
 import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
