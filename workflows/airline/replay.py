@@ -27,8 +27,8 @@ from typing import Any, Literal
 
 from fsm import Action, Engine, View, WorkflowSpec
 from fsm.records import Event, RunState
+from fsm.runtime.customer import summary as asked_summary
 from fsm.store import open_store
-from fsm.testing import talk
 from workflows.airline import data, rules
 from workflows.airline.proxy import calls
 from workflows.airline.workflow import WRITES, airline_server, build, server_command
@@ -315,23 +315,35 @@ class Session:
         desk = Desk(moves)
         before = len(calls(self.log))
         cpu = time.process_time()
+        shown: list[str] = []
         with Engine(self.spec, self.store, desk) as engine:
-            conversation = engine.start_conversation(goal, user="customer", run_id=run_id)
-            run = talk(engine, conversation.run, customer, max_turns=200)
+            run = engine.start_conversation(goal, user="customer", run_id=run_id).run
+            for _ in range(200):
+                if run.status != "awaiting_customer":
+                    break
+                # What the customer is shown: fsm's rendering of the proposal's call.
+                shown.append(asked_summary(self.spec, run.pending, run.facts))
+                run = engine.reply(run.run_id, customer(run.pending))
         cpu = time.process_time() - cpu
         events = self.store.events(run.run_id)
-        from workflows.retail.runner import Bench
-
-        size = Bench.stored_bytes(self, run.run_id)  # type: ignore[arg-type]
-        shown = [self.spec.presentation.describe(a.get("tool"), a.get("args") or {},
-                                                 {"proposal": a}) for a in customer.asked]
-        return Report(run, events, run.step, cpu, size, desk, calls(self.log)[before:], shown)
-
-    _reader: Any = None
+        return Report(run, events, run.step, cpu, stored_bytes(self.store.location, run.run_id),
+                      desk, calls(self.log)[before:], [s for s in shown if s])
 
     def snapshot(self, users: Sequence[str], reservations: Sequence[str],
                  flights: Sequence[tuple[str, str]]) -> dict[str, Any]:
         return snapshot(self.source, users, reservations, flights)
+
+
+def stored_bytes(location: str, run_id: str) -> int:
+    """The bytes of the run's rows in the store, as the retail benchmark counts them."""
+    from workflows.retail.runner import RUN_TABLES, _reader, _size
+
+    conn, mark = _reader(location)
+    try:
+        return sum(_size(v) for table in RUN_TABLES for row in conn.execute(
+            f"SELECT * FROM {table} WHERE run_id = {mark}", (run_id,)).fetchall() for v in row)
+    finally:
+        conn.close()
 
 
 def _call(source: Any, tool: str, args: dict[str, Any]) -> Any:

@@ -282,9 +282,11 @@ def certificate_ineligible(t: _Task) -> list[Attempt]:
 
 def certificate_unconfirmed_facts(t: _Task) -> list[Attempt]:
     """A delay compensated with no delayed flight read, or before any change."""
-    r = t.mine[0] if t.mine else None
+    tier = t.profile.get("membership") in ("silver", "gold")
+    r = next((r for r in t.mine if tier or r["insurance"] == "yes"
+              or r["cabin"] == "business"), None)
     if r is None:
-        return []
+        return []  # not eligible at all: certificate_ineligible
     amount = 50 * len(r["passengers"])
     return [t.attempt("certificate_unconfirmed_facts", _read(r["reservation_id"]),
                       t.write("send_certificate", {"user_id": t.user, "amount": amount},
