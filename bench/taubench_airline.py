@@ -47,6 +47,17 @@ from workflows.airline.workflow import WRITES
 #: passengers and bags (17), and a task with reads only (1).
 QUICK = ("1", "7", "8", "12", "13", "14", "17")
 
+#: The mismatches the policy explains: task → (what differs, why).
+EXPLAINED = {
+    "39": (["reservations MSJ4OA differs"],
+           "the reference cancels MSJ4OA (economy, insured, booked 2024-05-05, flights on "
+           "2024-05-22) because the customer gives up the seat for someone else: no condition "
+           "of the policy holds (not within 24 hours, no flight cancelled by the airline, not "
+           "business, and the reason is not one insurance covers), so the desk refuses the "
+           "proposal and the reservation stays as it was; the task's other two cancellations "
+           "run"),
+}
+
 
 def direct_cpu(task: dict[str, Any]) -> tuple[float, int]:
     """This process's CPU for the task's reference actions called directly on a fresh
@@ -82,7 +93,10 @@ def replay(task: dict[str, Any], folder: Path) -> dict[str, Any]:
     expected, errors = expected_state(task)
     sent = [c for c in report.writes_sent()]
     refs = [a for a in reference(task) if a["name"] in WRITES]
-    return {"task": task["id"], "matched": got == expected, "why": _explain(got, expected),
+    why = _explain(got, expected)
+    explained = EXPLAINED.get(task["id"])
+    return {"task": task["id"], "matched": got == expected, "why": why,
+            "explained": explained[1] if explained and explained[0] == why else None,
             "state": report.run.state, "steps": report.steps, "cpu_s": report.cpu_s,
             "bytes": report.bytes, "reference_writes": len(refs), "writes_sent": len(sent),
             "refusals": [e.reason for e in report.refusals()],
@@ -127,6 +141,7 @@ def summary(rows: list[dict[str, Any]], vrows: list[dict[str, Any]],
     calls = sum(n for _, n in direct)
     return {
         "tasks": len(rows), "matched": sum(r["matched"] for r in rows),
+        "explained": sum(bool(r["explained"]) for r in rows),
         "writes_sent": sum(r["writes_sent"] for r in rows),
         "reference_writes": sum(r["reference_writes"] for r in rows),
         "violations": {k: {**v, "refused_by": dict(v["refused_by"])} for k, v in by.items()},
@@ -141,15 +156,17 @@ def summary(rows: list[dict[str, Any]], vrows: list[dict[str, Any]],
 def markdown(result: dict[str, Any]) -> str:
     s = result["summary"]
     out = [f"## τ³-bench airline ({result['source']}), over the airline MCP server", "",
-           f"**{s['matched']}/{s['tasks']} tasks match** the expected state (the reference "
+           f"**{s['matched']}/{s['tasks']} tasks match** ({s['explained']} more explained "
+           "below) the expected state (the reference "
            "actions applied directly to a fresh server; users, reservations and booked "
            "flight-dates read through the server's tools, money in cents). Writes sent: "
            f"{s['writes_sent']} (reference: {s['reference_writes']}).", "",
            "| task | matched | state | steps | writes sent / reference | bytes | why |",
            "|---|---|---|---:|---:|---:|---|"]
     for r in result["tasks"]:
-        why = "; ".join(r["why"]) or ("no write in the reference" if not r["reference_writes"]
-                                      else "")
+        why = (f"{'; '.join(r['why'])}: {r['explained']}" if r["explained"] else
+               "; ".join(r["why"]) or ("no write in the reference" if not r["reference_writes"]
+                                       else ""))
         out.append(f"| {r['task']} | {'yes' if r['matched'] else '**no**'} | {r['state']} | "
                    f"{r['steps']} | {r['writes_sent']}/{r['reference_writes']} | "
                    f"{r['bytes']:,} | {why} |")
@@ -171,7 +188,8 @@ def failures(result: dict[str, Any]) -> list[str]:
     """What makes the benchmark fail: a task unmatched, a violation not refused for its own
     rule, anything that crossed to the server."""
     s = result["summary"]
-    out = [f"task {r['task']} did not match" for r in result["tasks"] if not r["matched"]]
+    out = [f"task {r['task']} did not match: {'; '.join(r['why'])}" for r in result["tasks"]
+           if not r["matched"] and not r["explained"]]
     out += [f"violation {k}: {v['refused']}/{v['attempts']} refused, {v['own_rule']} for its "
             f"rule, {v['reached_server']} reached the server"
             for k, v in s["violations"].items()

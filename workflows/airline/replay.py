@@ -18,6 +18,7 @@ show of every user, reservation and flight-date the task touches, money in cents
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -77,17 +78,23 @@ def customer_of(task: Mapping[str, Any]) -> str | None:
     return None
 
 
+#: The customer's reason for a cancellation, by the words of the task that say it.
+REASON_WORDS = (
+    ("health", r"\b(sick|unwell|ill|health|hospital|surgery)\b"),
+    ("weather", r"\b(weather|storm|hurricane|snow)\b"),
+    ("airline cancelled flight", r"\b(airline cancel+ed|flight (was|has been) cancel+ed)\b"),
+    ("change of plan", r"\b(change of plans?|plans? (have |has )?changed)\b"),
+)
+
+
 def reason_of(task: Mapping[str, Any]) -> str:
-    """The reason for a cancellation the task's customer gives, from its own words."""
-    words = str(task.get("user_scenario", {}).get("instructions", "")).lower()
-    for reason, marks in (("health", ("health", "sick", "ill ", "hospital", "surgery")),
-                          ("weather", ("weather", "storm")),
-                          ("airline cancelled flight", ("airline cancelled",
-                                                        "flight was cancelled",
-                                                        "cancelled by the airline")),
-                          ("change of plan", ("change of plan", "plans changed",
-                                              "change in plan"))):
-        if any(m in words for m in marks):
+    """The reason for a cancellation the task's customer gives, from its own words (its
+    instructions and reason for the call); ``other`` when they give none of the policy's."""
+    ins = task.get("user_scenario", {}).get("instructions", "")
+    text = " ".join(str(ins.get(k) or "") for k in ("task_instructions", "reason_for_call")) \
+        if isinstance(ins, Mapping) else str(ins)
+    for reason, pattern in REASON_WORDS:
+        if re.search(pattern, text, flags=re.I):
             return reason
     return "other"
 
