@@ -90,3 +90,31 @@ def test_without_the_guard_an_ineligible_cancellation_reaches_the_server(
     assert not row["refused"] and row["reached_server"] == 1
     rid = attempt.last.args["reservation_id"]
     assert {"tool": "cancel_reservation", "args": {"reservation_id": rid}} in wire
+
+
+def test_a_cancellation_reason_comes_from_the_tasks_own_words() -> None:
+    from workflows.airline.replay import reason_of
+
+    reasons = {t["id"]: reason_of(t) for t in (_task(i) for i in ("7", "19", "39", "42"))}
+    # 7: "You are sick."; 19: "as you feel unwell"; 39: giving up a seat; 42: a mix-up.
+    assert reasons == {"7": "health", "19": "health", "39": "other", "42": "other"}
+
+
+def test_a_list_answer_of_the_server_is_read_as_a_list() -> None:
+    """FastMCP of mcp<2 sends a list as one text block per item: fsm's client reads the
+    blocks back as the list (a one-stop search's pairs of flights arrive flattened, one
+    leg after the other)."""
+    from fsm.adapters.mcp import McpServer
+
+    source = McpServer("airline", command=airline_command(), timeout=60.0)
+    try:
+        result = source.call("search_onestop_flight", {"origin": "JFK", "destination": "SFO",
+                                                       "date": "2024-05-20"})
+    finally:
+        source.close()
+    assert not result.is_error
+    legs = result.value
+    assert isinstance(legs, list) and len(legs) > 1 and len(legs) % 2 == 0
+    assert all(isinstance(leg, dict) for leg in legs)
+    assert {a["origin"] for a in legs[::2]} == {"JFK"}
+    assert {b["destination"] for b in legs[1::2]} == {"SFO"}
