@@ -61,7 +61,7 @@ bench: $(VENV)/.bench-installed $(AIRLINE_MCP)
 	$(BIN)/python bench/faults.py
 
 # τ²-bench's 114 retail tasks and every generated violation through the retail desk (a few
-# minutes), then τ³-bench's 50 airline tasks over the airline MCP server (about ten minutes:
+# minutes), then τ³-bench's 50 airline tasks over the airline MCP server (about nine minutes:
 # two fresh servers per task). CI runs it once with TAUBENCH_AIRLINE=--quick (.ci/run).
 TAUBENCH_AIRLINE ?=
 taubench: $(STAMP) $(AIRLINE_MCP)

@@ -82,9 +82,9 @@ def test_without_the_guard_an_ineligible_cancellation_reaches_the_server(
     [attempt] = attempts(task, ["cancel_ineligible"])
     loose = {"guards": {**GUARDS, "propose_cancel": dataclasses.replace(
         GUARDS["propose_cancel"], fn=lambda f, p: True, reason=None)}}
-    with Session(tmp_path / "loose", spec_changes=loose) as session:
-        cancel = session.spec.tools["cancel_reservation"]
-        session.spec.tools["cancel_reservation"] = dataclasses.replace(cancel, check=None)
+    with Session(tmp_path / "loose", spec_changes=loose,
+                 options={"cancel_reservation": {"check": None}}) as session:
+        assert session.spec.tools["cancel_reservation"].check is None
         row = judge(session, attempt, "v0")
         wire = session_wire(session)
     assert not row["refused"] and row["reached_server"] == 1

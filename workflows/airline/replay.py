@@ -297,12 +297,14 @@ class Session:
     store, for one conversation; :meth:`snapshot` reads what the server holds after."""
 
     def __init__(self, folder: Path, *, spec_changes: Mapping[str, Any] | None = None,
+                 options: Mapping[str, Mapping[str, Any]] | None = None,
                  record: bool = True) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.folder, self.log = folder, folder / "wire.jsonl"
         command = server_command()
         server = airline_server(sys.executable, "-m", "workflows.airline.proxy",
-                                str(self.log), command) if record else airline_server(command)
+                                str(self.log), command, options=options) if record else \
+            airline_server(command, options=options)
         self.source = server.source
         self.spec: WorkflowSpec = build(server, **dict(spec_changes or {}))
         self.store = open_store(f"sqlite:///{folder / 'runs.db'}")

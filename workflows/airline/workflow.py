@@ -323,11 +323,15 @@ def server_command() -> str:
 
 
 def airline_server(command: str | None = None, *args: str, timeout: float = 60.0,
-                   env: Mapping[str, str] | None = None) -> ToolServer:
-    """The airline MCP server as the desk uses it (a new process: its own database)."""
+                   env: Mapping[str, str] | None = None,
+                   options: Mapping[str, Mapping[str, Any]] | None = None) -> ToolServer:
+    """The airline MCP server as the desk uses it (a new process: its own database);
+    ``options`` replace fields of :data:`OPTIONS` (``None`` drops one: tests lift a
+    check to see the evidence fail)."""
     from fsm.adapters.mcp import stdio_server
 
-    options = {k: {f: v for f, v in o.items() if v is not None} for k, o in OPTIONS.items()}
+    merged = {k: {**o, **(options or {}).get(k, {})} for k, o in OPTIONS.items()}
+    options = {k: {f: v for f, v in o.items() if v is not None} for k, o in merged.items()}
     return stdio_server("airline", command or server_command(), *args, env=env,
                         timeout=timeout, reads=READS, options=options)
 
