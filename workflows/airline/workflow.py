@@ -34,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fsm import Guard, Presentation, WorkflowSpec, define_workflow
+from fsm.errors import UsageError
 from fsm.sources import ToolServer
 from workflows.airline import facts as remembered
 from workflows.airline import rules
@@ -343,9 +344,15 @@ def build(server: ToolServer | None = None, **changes: Any) -> WorkflowSpec:
     verifier catch it)."""
     from workflows.airline.invariants import INVARIANTS
 
+    if server is None:
+        command = server_command()
+        if not (Path(command).exists() or shutil.which(command)):
+            raise UsageError(f"the airline MCP server is not installed ({command}): run `make "
+                             f"airline-mcp`, or set {SERVER_ENV} to its console script")
+        server = airline_server(command)
     tables: dict[str, Any] = dict(
         transitions=TRANSITIONS, tools_by_state=TOOLS_BY_STATE, initial="identifying",
-        servers=[server or airline_server()], guards=GUARDS,
+        servers=[server], guards=GUARDS,
         payloads={"propose": Proposal, "propose_change": ChangeProposal,
                   "propose_cancel": CancelProposal, "propose_certificate": CertificateProposal,
                   "hand_over": HandOver},
