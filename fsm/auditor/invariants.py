@@ -219,6 +219,37 @@ class ToolOnlyAfter(Monitored):
         return (exempt, fired)
 
 
+@dataclass(frozen=True)
+class ToolOnlyWith(Monitored):
+    """``tool`` runs only where the last guarded move established ``fact``: every guard
+    is a new decision, so a fact an earlier guard established does not carry over a later
+    guard that does not establish it (e.g. ``cancel_reservation`` only after a proposal
+    whose guard established ``cancellation_eligible``)."""
+
+    tool: str
+    fact: str
+
+    @property
+    def title(self) -> str:
+        return f"`{self.tool}` runs only after a guard established `{self.fact}`"
+
+    def references(self) -> dict[str, tuple[str, ...]]:
+        return {"tools": (self.tool,), "facts": (self.fact,)}
+
+    def start(self) -> Hashable:
+        return False  # the last guarded move established the fact
+
+    def bad(self, m: Hashable, mv: Move) -> str | None:
+        if mv.tool == self.tool and not m:
+            return f"`{self.tool}` runs, and no guard established `{self.fact}` before"
+        return None
+
+    def step(self, m: Hashable, mv: Move) -> Hashable:
+        if mv.guard is not None or mv.establishes:
+            return self.fact in mv.establishes
+        return m
+
+
 @dataclass(frozen=True, init=False)
 class HumanOnly(Monitored):
     """Only a person fires these events: never the model, never a tool."""

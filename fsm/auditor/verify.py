@@ -43,6 +43,7 @@ from fsm.auditor.invariants import (
     OnlyThrough,
     ToolOnlyAfter,
     ToolOnlyIn,
+    ToolOnlyWith,
     Verdict,
 )
 from fsm.checks import invariant_problems
@@ -67,6 +68,7 @@ __all__ = [
     "Report",
     "ToolOnlyAfter",
     "ToolOnlyIn",
+    "ToolOnlyWith",
     "Verdict",
     "check_names",
     "verify",
