@@ -137,12 +137,17 @@ def test_ci_runs_the_whole_benchmark_once() -> None:
     loop_end = ci.index("\ndone\n")
     assert ci.index("make taubench") > loop_end  # after the per-Python loop: once
     target = (ROOT / "Makefile").read_text().split("\ntaubench:", 1)[1].split("\n\n", 1)[0]
-    desk, over_mcp = [line for line in target.splitlines() if "bench/taubench.py" in line]
+    desk, over_mcp, airline = [line for line in target.splitlines()
+                               if "bench/taubench.py" in line]
     assert "--quick" not in desk and "--tasks" not in desk and "--tools" not in desk
     # Over the MCP server CI runs the quick tasks; make bench runs all of them.
     assert "--tools mcp --quick" in over_mcp
+    # The airline desk: whole in make taubench, its quick form in CI.
+    assert "--domain airline $(TAUBENCH_AIRLINE)" in airline
+    assert "make taubench TAUBENCH_AIRLINE=--quick" in ci
     bench = (ROOT / "Makefile").read_text().split("\nbench:", 1)[1].split("\n\n", 1)[0]
     assert "bench/taubench.py --tools mcp --markdown-out" in bench
+    assert "bench/taubench.py --domain airline --markdown-out" in bench
 
 
 def test_unknown_task_ids_are_refused_in_one_line(tmp_path: Path) -> None:
