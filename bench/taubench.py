@@ -421,7 +421,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _airline(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    import taubench_airline as airline
+    # Loaded by its path: bench/ is kept off sys.path (bench/mcp.py would hide the SDK).
+    import importlib.util
+
+    loader = importlib.util.spec_from_file_location("taubench_airline",
+                                                    HERE / "taubench_airline.py")
+    assert loader is not None and loader.loader is not None
+    airline = importlib.util.module_from_spec(loader)
+    sys.modules["taubench_airline"] = airline
+    loader.loader.exec_module(airline)
 
     from workflows.airline import data as airline_data
 
