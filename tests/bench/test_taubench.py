@@ -135,7 +135,7 @@ def test_each_class_applies_to_some_quick_task(cls: str) -> None:
 def test_ci_runs_the_whole_benchmark_once() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     loop_end = ci.index("\ndone\n")
-    assert ci.index("make taubench") > loop_end  # after the per-Python loop: once
+    assert ci.index("\nmake taubench") > loop_end  # after the per-Python loop: once
     target = (ROOT / "Makefile").read_text().split("\ntaubench:", 1)[1].split("\n\n", 1)[0]
     desk, over_mcp, airline = [line for line in target.splitlines()
                                if "bench/taubench.py" in line]

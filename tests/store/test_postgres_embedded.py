@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import start_embedded_postgres
+from embedded_pg import start_embedded_postgres
 
 from fsm import Engine, open_store
 from fsm.auditor.audit import audit
