@@ -35,6 +35,7 @@ import hashlib
 import hmac
 import json
 import os
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -173,21 +174,29 @@ class Keys:
                 "private": self.private.private_bytes_raw().hex(),
                 "public": {k: v.hex() for k, v in self.public.items()},
                 "macs": {k: v.hex() for k, v in self.macs.items()}, "since": self.since}
-        tmp = self.path if new else f"{self.path}.new"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+        # Written whole to a file of its own, then put in place: a new key file appears
+        # whole or not at all (os.link refuses to replace one another process made).
+        tmp = f"{self.path}.{os.getpid()}.{secrets.token_hex(4)}.new"
         try:
-            fd = os.open(tmp, flags, 0o600)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, indent=1, sort_keys=True)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            if new:
+                os.link(tmp, self.path)
+            else:
+                os.replace(tmp, self.path)
         except FileExistsError:
-            raise SigningKeyError(f"{tmp!r} exists already; it was left as it is") from None
+            raise SigningKeyError(f"{self.path!r} exists already; it was left as it is"
+                                  ) from None
         except OSError as exc:
-            raise SigningKeyError(f"cannot write the signing key file {tmp!r}: {exc}") from None
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        if not new:
-            os.replace(tmp, self.path)
+            raise SigningKeyError(f"cannot write the signing key file {self.path!r}: {exc}"
+                                  ) from None
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
     def rotate(self) -> Keys:
         """A new current key; the old public keys and MAC secrets stay in the keyring
@@ -322,8 +331,13 @@ def for_database(path: str | None, *, signed: str | None, where: str) -> Keys:
                                   f"file {path!r} does not hold: the wrong key file; nothing "
                                   "was written")
         return keys
-    if signed is not None:
-        raise SigningKeyError(f"database {where} holds signed runs, but its signing key file "
-                        f"{path!r} is missing; restore the key file (or name it in "
-                        "FSM_KEY_FILE): no new key is made for signed runs")
-    return Keys.generate(path)
+    if signed is None:
+        try:
+            return Keys.generate(path)
+        except SigningKeyError:
+            if os.path.exists(path):  # another process opening the new database made it
+                return Keys.load(path)
+            raise
+    raise SigningKeyError(f"database {where} holds signed runs, but its signing key file "
+                          f"{path!r} is missing; restore the key file (or name it in "
+                          "FSM_KEY_FILE): no new key is made for signed runs")
