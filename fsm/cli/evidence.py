@@ -76,7 +76,8 @@ def export_cmd(
     except OSError as exc:
         raise UsageError(f"cannot write {output!r}: {exc.strerror or exc}") from None
     console.print(f"wrote {output} ({len(set(run_ids))} runs, {len(data)} bytes); check it "
-                  f"with: python -m fsm.auditor.bundle verify {output}", markup=False)
+                  f"with: python -m fsm.auditor.bundle verify {output} --key KEY (the "
+                  "public key fsm keys show prints)", markup=False)
 
 
 def _date(text: str) -> float:

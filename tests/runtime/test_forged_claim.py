@@ -12,7 +12,7 @@ import pytest
 from fsm import Engine, SQLiteStore
 from fsm.auditor.audit import audit
 from fsm.errors import SigningKeyError
-from fsm.records import canonical
+from fsm.records import Effect, canonical
 from fsm.runtime.claims import binding, claim_event
 from fsm.signing import Keys
 from workflows.refund import Shop, build
@@ -107,3 +107,55 @@ def test_a_signed_database_whose_key_is_missing_is_refused_and_nothing_is_writte
     Keys.generate(str(key))  # another key: the wrong one
     with pytest.raises(SigningKeyError, match="which the key file .* does not hold"):
         SQLiteStore(db)
+
+
+def test_after_a_rotation_old_runs_still_verify_and_new_ones_use_the_new_key(
+        tmp_path: Path) -> None:
+    db, shop = _approved(tmp_path)
+    with SQLiteStore(db) as store:
+        old = store.keys.current
+        Engine(build(shop), store, clerk).resume("big")
+        assert audit(store, "big").ok
+        store.keys.rotate()
+    with SQLiteStore(db) as store:
+        assert store.keys.current != old and old in store.keys.public
+        assert audit(store, "big").ok  # signed by the old key, which the keyring keeps
+        run = Engine(build(shop), store, clerk).start(
+            "Order A-1001: the kettle arrived broken", user="asha", run_id="k2")
+        assert run.status == "done"
+        assert (store.signed_head("k2")[2] or "").startswith(f"{store.keys.current}:")
+        assert audit(store, "k2").ok
+
+
+def test_recovery_asks_the_gateway_and_a_row_it_contradicts_hands_the_run_over(
+        tmp_path: Path) -> None:
+    """A claim the log witnesses, left STARTED by a crash, then marked DONE behind fsm's
+    back: the refund workflow declares a lookup, so recovery asks the gateway, which has
+    no payment under the key; the run is handed over and nothing is paid or said."""
+    db, shop = _approved(tmp_path)
+    with SQLiteStore(db) as store:
+        run = store.load_run("big")
+        decision = run.facts["decision"]
+        args = {"order_id": "A-1002", "item_id": decision["item_id"],
+                "amount_paise": decision["amount_paise"]}
+        (approval,) = store.approvals("big", pending_only=False)
+        key = f"big:{run.step + 1}"
+        claimed = store.claim_effect(
+            Effect(key=key, run_id="big", step=run.step + 1, tool="refund_item", args=args,
+                   status="STARTED", started_at=run.updated_at + 1),
+            version=run.version,
+            claim=claim_event(run, step=run.step + 1, time=run.updated_at + 1,
+                              tool="refund_item", key=key, args=args,
+                              bound=binding(None, approval)))
+        assert claimed is None  # a signed claim, as a step makes before it pays
+    con = sqlite3.connect(db)
+    con.execute("UPDATE effects SET status = 'DONE', result = ? WHERE key = ?",
+                (canonical({"status": "ok"}), key))
+    con.commit()
+    con.close()
+    with SQLiteStore(db) as store:
+        run = Engine(build(shop), store, clerk).resume("big")
+        assert run.status == "handed_over", run
+        assert "the world has no outcome under its key" in (run.reason or "")
+        assert shop.ledger() == []
+        assert not any("on its way" in m.get("final", "") for m in store.messages("big"))

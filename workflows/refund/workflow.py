@@ -238,10 +238,6 @@ def _tools(shop: ShopSource) -> list[ToolSpec]:
                              f"({rupees(refundable)})")
         return s.pay(ctx.key, args.order_id, args.item_id, args.amount_paise)
 
-    def paid(key: str, ctx: ToolContext) -> dict[str, Any] | None:
-        # The gateway answers a known key with its payment: recovery asks it, not the row.
-        return shop.get(ctx).payment(key)
-
     def send_reply(args: ReplyArgs, ctx: ToolContext) -> dict[str, Any]:
         assert ctx.key is not None
         return shop.get(ctx).send(ctx.key, ctx.user, args.text)
@@ -253,13 +249,20 @@ def _tools(shop: ShopSource) -> list[ToolSpec]:
                  "refundable amount in paise.", OrderArgs,
                  remember=_remember_policy),
         ToolSpec("refund_item", refund_item, "Refund one item through the payment gateway.",
-                 RefundArgs, write=True, retry_safe=True, lookup=paid,
+                 RefundArgs, write=True, retry_safe=True, lookup=_payment_of(shop),
                  check=_matches_decision,
                  emits=lambda r: "refund_ok" if r.get("status") == "ok" else "refund_failed",
                  emits_events=("refund_ok", "refund_failed"), tags=frozenset({"moves_money"})),
         ToolSpec("send_reply", send_reply, "Send the customer a reply.", ReplyArgs,
                  write=True, retry_safe=True, emits=lambda r: "sent", emits_events=("sent",)),
     ]
+
+
+def _payment_of(shop: ShopSource) -> Any:
+    """The gateway answers a known key with its payment: recovery asks it, not the row."""
+    def paid(key: str, ctx: ToolContext) -> dict[str, Any] | None:
+        return shop.get(ctx).payment(key)
+    return paid
 
 
 def _refundable_now(shop: AnyShop, order_id: str, customer: str) -> int:
