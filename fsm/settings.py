@@ -75,8 +75,9 @@ class Settings(BaseSettings):
         None, "the file of the key that signs every commit's log head (`fsm keys` shows "
         "its public key); made, owner-only, when the database is made, and required once "
         "the database holds signed runs", kind="a file", allowed="a path",
-        shown="beside a SQLite file (its path and `.key`); for PostgreSQL, a file named "
-        "after the URL in `~/.config/fsm/keys`")
+        shown="beside a SQLite file (its path and `.key`); for PostgreSQL, a file in "
+        "`~/.config/fsm/keys` named after the database as its server names it (port, "
+        "database, schema), whatever URL reached it")
     sqlite_busy_timeout: float = _seconds(
         10.0, "seconds SQLite waits for another process's write lock", most=1e6)
     pg_pool: int = _setting(

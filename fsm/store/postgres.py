@@ -27,7 +27,7 @@ from fsm.store.dialect import POSTGRES
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 from fsm.store.pg_session import Timeouts, failure, session_kwargs
 from fsm.store.sql import SQLStore
-from fsm.store.statements import SIGNED_RUN, Write
+from fsm.store.statements import DATABASE_IDENTITY, SIGNED_RUN, Write
 
 
 def _line(exc: Exception) -> str:
@@ -104,8 +104,9 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             self._pool.close()
             raise failure(f"cannot open database {self.name}", exc, t) from None
-        key_path = key_file or default_key_file(url)
         try:
+            key_path = key_file or default_key_file(
+                "/".join(str(v) for v in next(iter(self._read(DATABASE_IDENTITY)))))
             signed = None if readonly else next((str(r[0]) for r in self._read(SIGNED_RUN)),
                                                 None)
             self.keys = verify_keys(key_path) if readonly else \
