@@ -41,7 +41,8 @@ _WAITS = re.compile(r"\b(threading|subprocess|Popen|os\.kill|signal\.|time\.slee
 
 #: The kits in tests/support whose every use waits on processes, servers or threads.
 _WAITING_KITS = frozenset({"fleetkit", "crashkit", "pgproxy", "fake_openai", "web_server",
-                           "openai_fixtures", "chat_desk", "deploykit", "payoutkit"})
+                           "openai_fixtures", "chat_desk", "deploykit", "payoutkit",
+                           "airline_env"})
 
 
 @functools.cache
@@ -82,6 +83,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     threads, processes, servers, leases or clocks: the tests ``bench/stress.py`` repeats
     beside CPU burners."""
     services = _TESTS / "services"
+    # Every test here starts an MCP server process and waits on it.
+    servers = (_TESTS / "mcp", _TESTS / "airline")
     for item in items:
         callspec = getattr(item, "callspec", None)
         postgres = "pg_server" in getattr(item, "fixturenames", ()) or (
@@ -91,7 +94,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         in_services = item.path.is_relative_to(services)
         if in_services:
             item.add_marker(pytest.mark.services)
-        if in_services or _waits(item):
+        if in_services or any(item.path.is_relative_to(s) for s in servers) or _waits(item):
             item.add_marker(pytest.mark.stress)
 
 
