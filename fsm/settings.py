@@ -76,7 +76,7 @@ class Settings(BaseSettings):
         "its public key); made, owner-only, when the database is made, and required once "
         "the database holds signed runs", kind="a file", allowed="a path",
         shown="beside a SQLite file (its path and `.key`); for PostgreSQL, a file named "
-        "after the URL in `~/.config/fsm/keys`")
+        "after the database and schema in `~/.config/fsm/keys`")
     sqlite_busy_timeout: float = _seconds(
         10.0, "seconds SQLite waits for another process's write lock", most=1e6)
     pg_pool: int = _setting(

@@ -303,13 +303,14 @@ class Keys:
         return f" ({self.path})" if self.path else ""
 
 
-def default_key_file(url: str) -> str:
+def default_key_file(database: str) -> str:
     """Where a PostgreSQL database's key file is when no ``FSM_KEY_FILE`` names one: a
-    file named after the database's URL in ``~/.config/fsm/keys`` (of this machine: a
-    fleet on several machines names one file in ``FSM_KEY_FILE``)."""
+    file named after the database (its name and schema, however it is reached) in
+    ``~/.config/fsm/keys`` of this machine; a fleet on several machines names one file in
+    ``FSM_KEY_FILE``."""
     folder = os.path.expanduser(os.path.join("~", ".config", "fsm", "keys"))
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    return os.path.join(folder, hashlib.sha256(url.encode()).hexdigest()[:24] + ".key")
+    return os.path.join(folder, hashlib.sha256(database.encode()).hexdigest()[:24] + ".key")
 
 
 def verify_keys(path: str | None) -> Keys:

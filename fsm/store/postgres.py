@@ -104,8 +104,9 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             self._pool.close()
             raise failure(f"cannot open database {self.name}", exc, t) from None
-        key_path = key_file or default_key_file(url)
         try:
+            key_path = key_file or default_key_file("/".join(
+                str(v) for v in self._read("SELECT current_database(), current_schema()")[0]))
             signed = None if readonly else next((str(r[0]) for r in self._read(SIGNED_RUN)),
                                                 None)
             self.keys = verify_keys(key_path) if readonly else \
