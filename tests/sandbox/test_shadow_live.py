@@ -151,3 +151,19 @@ def test_live_on_a_workflow_without_a_live_environment_exits_2(cli: Cli,
         {"id": "c", "messages": [{"role": "user", "content": "hi"}]}) + "\n")
     error_line(cli("shadow", "chats.jsonl", "--workflow", "refund", "--live"), 2,
                "workflow 'refund' has no live environment")
+
+
+def test_the_checked_actions_count_even_where_the_pinned_task_differs() -> None:
+    """τ²-bench may have scored a conversation against another version of its task: the
+    expected database is that of the actions the score checked, and the report says so."""
+    renamed = (*TASK_38[:3], {**TASK_38[3], "action_id": "38_99"})
+    _, copy = _live(_recorded("yes", checked=renamed))
+    result = copy.compare()
+    assert result.matched is True
+    assert result.expected == ("τ²-bench's expected database: the 4 reference actions of "
+                               "τ²-bench's own action checks; 38_99 not in the pinned task, "
+                               "applied to a fresh one")
+    _, reads_only = _live(_recorded("yes", checked=TASK_38[:3]))
+    result = reads_only.compare()
+    assert result.matched is False
+    assert f"orders['{ORDER}'].status: 'cancelled', expected 'pending'" in result.differences
