@@ -49,7 +49,7 @@ from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.memory import MemoryStore
 from fsm.tools import ToolContext, ToolSpec
 
-__all__ = ["Outcome", "ShadowRefusal", "Verdict", "replay_recorded"]
+__all__ = ["Outcome", "ShadowRefusal", "Verdict", "replay_one", "replay_recorded"]
 
 Verdict = Literal["admitted", "refused", "unmappable", "unreadable"]
 _STOPPED = frozenset({"done", "failed", "handed_over", "budget_exhausted"})
@@ -94,6 +94,9 @@ class Outcome:
     inferred: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     state: str | None = None
+    #: With ``--live``: the final database beside the expected one
+    #: (:mod:`fsm.sandbox.shadow_live`).
+    live: dict[str, Any] | None = None
 
     @property
     def refusal(self) -> ShadowRefusal | None:
@@ -108,6 +111,7 @@ class Outcome:
             "refusals": [r.as_json() for r in self.refusals], "reason": self.reason,
             "writes": self.writes, "inferred": self.inferred, "notes": self.notes,
             "final_state": self.state,
+            **({} if self.live is None else {"live": self.live}),
         }
 
 
@@ -144,6 +148,13 @@ def _stubbed(spec: WorkflowSpec, slot: _Slot, answer: Callable[[str], str | None
             return slot.take(tool.name)
         return dataclasses.replace(tool, fn=run)
 
+    return _answering(spec, answer, {n: stub(t) for n, t in spec.tools.items()})
+
+
+def _answering(spec: WorkflowSpec, answer: Callable[[str], str | None],
+               tools: dict[str, ToolSpec] | None = None) -> WorkflowSpec:
+    """``spec`` reading the customer's answers with ``answer`` (and with ``tools``)."""
+
     def interpret(text: str, asked: dict[str, Any]) -> str | None:
         if not asked:
             return None
@@ -154,7 +165,7 @@ def _stubbed(spec: WorkflowSpec, slot: _Slot, answer: Callable[[str], str | None
             return spec.confirm_event
         return events[0] if said == "no" and len(events) == 1 else None
 
-    copy = spec.model_copy(update={"tools": {n: stub(t) for n, t in spec.tools.items()},
+    copy = spec.model_copy(update={"tools": spec.tools if tools is None else tools,
                                    "interpret": interpret, "resources": {}})
     # model_copy keeps what the original computed once (its view builder holds its real
     # tools): the copy computes its own.
@@ -182,13 +193,16 @@ class _Queue:
 class _Replay:
     """Drives one recorded conversation through the gate (see the module's docstring)."""
 
-    def __init__(self, spec: WorkflowSpec, rules: ProseRules, rec: Recorded) -> None:
+    def __init__(self, spec: WorkflowSpec, rules: ProseRules, rec: Recorded,
+                 live: WorkflowSpec | None = None) -> None:
         self.rec = rec
         self.rules = rules
         self.original = spec
         self.slot = _Slot()
         self.queue = _Queue()
-        self.spec = _stubbed(spec, self.slot, rules.answer)
+        # live: the workflow's own tools run, on the fresh environment ``live`` is built on
+        self.spec = _stubbed(spec, self.slot, rules.answer) if live is None else \
+            _answering(live, rules.answer)
         self.store = MemoryStore()
         self.engine = Engine(self.spec, self.store, self.queue, max_repeats=None)
         self.run_id = "shadow"
@@ -429,20 +443,22 @@ def replay_recorded(spec: WorkflowSpec, conversations: Iterable[Recorded],
                     rules: ProseRules | None = None) -> list[Outcome]:
     """Replay each conversation through ``spec``'s gate (see the module's docstring)."""
     prose = rules if rules is not None else PlainRules(spec)
-    out = []
-    for rec in conversations:
-        if rec.unreadable is not None:
-            out.append(Outcome(rec.source, rec.simulation_id, rec.task_id, rec.trial,
-                               rec.reward, "unreadable", reason=rec.unreadable,
-                               notes=list(rec.notes)))
-            continue
-        try:
-            out.append(_Replay(spec, prose, rec).go())
-        except FSMError as exc:
-            out.append(Outcome(rec.source, rec.simulation_id, rec.task_id, rec.trial,
-                               rec.reward, "unmappable", reason=f"the replay stopped: {exc}",
-                               notes=list(rec.notes)))
-    return out
+    return [replay_one(spec, rec, prose) for rec in conversations]
+
+
+def replay_one(spec: WorkflowSpec, rec: Recorded, rules: ProseRules,
+               live: WorkflowSpec | None = None) -> Outcome:
+    """Replay one conversation through ``spec``'s gate; with ``live`` (the same workflow
+    built on a fresh environment), the calls the gate admits run on it."""
+    if rec.unreadable is not None:
+        return Outcome(rec.source, rec.simulation_id, rec.task_id, rec.trial, rec.reward,
+                       "unreadable", reason=rec.unreadable, notes=list(rec.notes))
+    try:
+        return _Replay(spec, rules, rec, live).go()
+    except FSMError as exc:
+        return Outcome(rec.source, rec.simulation_id, rec.task_id, rec.trial, rec.reward,
+                       "unmappable", reason=f"the replay stopped: {exc}",
+                       notes=list(rec.notes))
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:

@@ -79,6 +79,10 @@ class Recorded:
     notes: list[str] = field(default_factory=list)
     #: Why the conversation could not be read (``None``: it was).
     unreadable: str | None = None
+    #: The reference actions of the score's own action checks (τ²-bench's
+    #: ``action_checks``: ``action_id``, ``name``, ``arguments``), in order: what the
+    #: conversation was scored against, whatever ``task_id`` says.
+    checked_actions: tuple[dict[str, Any], ...] = ()
 
 
 class _Bad(Exception):
@@ -146,7 +150,19 @@ def _simulation(sim: Any, source: str, index: int) -> Recorded:
                          "unknown")
     else:
         rec.reward = _reward(info.get("reward"), rec.notes)
+        rec.checked_actions = _checked_actions(info.get("action_checks"))
     return _messages(rec, sim.get("messages"))
+
+
+def _checked_actions(checks: Any) -> tuple[dict[str, Any], ...]:
+    """The reference actions of τ²-bench's action checks (each check's ``action``, when it
+    has a tool name and arguments)."""
+    actions = [c.get("action") for c in checks if isinstance(c, dict)] \
+        if isinstance(checks, list) else []
+    return tuple({"action_id": a.get("action_id"), "name": a["name"],
+                  "arguments": a["arguments"]} for a in actions
+                 if isinstance(a, dict) and isinstance(a.get("name"), str)
+                 and isinstance(a.get("arguments"), dict))
 
 
 def _chat(doc: Any, source: str, line: int) -> Recorded:

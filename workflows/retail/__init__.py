@@ -3,6 +3,7 @@
 See ``docs/how-to/retail.md``; the data's source and licence are in ``NOTICE.md``.
 """
 
+from workflows.retail.live import LIVE  # what fsm shadow --live runs on
 from workflows.retail.shadow import SHADOW  # how fsm shadow reads recorded agents' prose
 from workflows.retail.workflow import TOOLS_BY_STATE, TRANSITIONS, build
 
@@ -10,4 +11,4 @@ from workflows.retail.workflow import TOOLS_BY_STATE, TRANSITIONS, build
 #: of the current database.
 WORKFLOW = build()
 
-__all__ = ["SHADOW", "TOOLS_BY_STATE", "TRANSITIONS", "WORKFLOW", "build"]
+__all__ = ["LIVE", "SHADOW", "TOOLS_BY_STATE", "TRANSITIONS", "WORKFLOW", "build"]

@@ -81,6 +81,13 @@ class RetailDatabase:
         with self._transaction(write=False) as tx:
             return shapes.rows_hash(self._rows(tx))
 
+    def rows(self) -> dict[str, dict[str, Doc]]:
+        """Every stored document by table and id, money in cents (what :meth:`hash`
+        hashes)."""
+        with self._transaction(write=False) as tx:
+            return {table: {key: json.loads(text) for key, text in rows}
+                    for table, rows in self._rows(tx).items()}
+
     def writes(self) -> list[dict[str, Any]]:
         """Every write applied, in order: key, tool, arguments, result."""
         with self._transaction(write=False) as tx:
