@@ -58,9 +58,9 @@ def _many(sql: str, rows: Any) -> Write:
     return (sql, rows, True, None)
 
 
-#: The signature of one signed run (the newest), to check the key a database is opened with.
 #: A PostgreSQL database as its server names it, whatever URL reached it.
 DATABASE_IDENTITY = "SELECT current_setting('port'), current_database(), current_schema()"
+#: The signature of one signed run (the newest), to check the key a database is opened with.
 SIGNED_RUN = ("SELECT log_sig FROM runs WHERE log_sig IS NOT NULL "
               "ORDER BY updated_at DESC LIMIT 1")
 

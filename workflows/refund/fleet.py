@@ -248,9 +248,13 @@ class Soak:
         """True once worker ``p`` has taken a run (its log says so)."""
         return ": taken " in self.log_of[p.pid].read_text(errors="replace")
 
-    def kill_one(self, rng: random.Random) -> None:
-        """SIGKILL a random worker, one driving runs if any is, and start another."""
-        victim = rng.choice([w for w in self.workers if self.busy(w)] or self.workers)
+    def kill_one(self, rng: random.Random) -> bool:
+        """SIGKILL a random worker that drives runs, and start another; ``False`` when no
+        worker has taken a run yet (a worker killed while it starts proves nothing)."""
+        driving = [w for w in self.workers if self.busy(w)]
+        if not driving:
+            return False
+        victim = rng.choice(driving)
         victim.kill()
         victim.wait()
         self.workers.remove(victim)
@@ -258,6 +262,7 @@ class Soak:
         self.report.kills += 1
         self.say(f"soak: SIGKILL worker {victim.pid}; starting another")
         self.start_worker()
+        return True
 
     def run(self, orders: list[Order], *, kill_for: float, kill_every: tuple[float, float],
             timeout: float = 300.0, seed: int = 7, faults: Any = None,
@@ -282,6 +287,9 @@ class Soak:
             self.start_approver()
             store = store or open_store(self.url)
             try:
+                # The kills go on for kill_for seconds from the first run a worker takes,
+                # however long the workers take to start on a loaded machine.
+                killing: float | None = None
                 next_kill = started + rng.uniform(*kill_every)
                 made = -1
                 stop = threading.Event()
@@ -293,8 +301,10 @@ class Soak:
                     if now - started > timeout:
                         self.report.problems.append(f"not settled after {timeout:g}s")
                         break
-                    if now >= next_kill and (now - started < kill_for or pending):
-                        self.kill_one(rng)
+                    if killing is None and any(self.busy(w) for w in self.workers):
+                        killing = now
+                    if killing is not None and now >= next_kill and (
+                            now - killing < kill_for or pending) and self.kill_one(rng):
                         next_kill = now + rng.uniform(*kill_every)
                     if faults is not None and faults.count > made:
                         # The next wave meets the next fault.
