@@ -18,9 +18,11 @@ import pytest
 from embedded_pg import start_embedded_postgres
 
 from fsm import Engine, MemoryStore, WorkflowSpec
+from fsm.signing import default_key_file
 from fsm.store import SQLiteStore
 from fsm.store.base import Store
 from fsm.store.postgres import PostgresStore
+from fsm.store.statements import DATABASE_IDENTITY
 from workflows.refund import Shop, build
 
 #: ``server`` and ``no_model_env``, for the tests against the fake OpenAI server; ``cli``,
@@ -196,9 +198,14 @@ def pg_url(pg_database: str) -> Iterator[str]:
     with psycopg.connect(pg_database, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     sep = "&" if "?" in pg_database else "?"
-    yield f"{pg_database}{sep}options=-csearch_path%3D{schema}"
-    with psycopg.connect(pg_database, autocommit=True) as conn:
+    url = f"{pg_database}{sep}options=-csearch_path%3D{schema}"
+    yield url
+    with psycopg.connect(url, autocommit=True) as conn:
+        # The signing key fsm made for this schema (see fsm.signing.default_key_file).
+        row = conn.execute(DATABASE_IDENTITY).fetchone()
         conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+    if row is not None:
+        Path(default_key_file("/".join(str(v) for v in row))).unlink(missing_ok=True)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
