@@ -28,7 +28,8 @@ The rules (written for users in ``docs/how-to/shadow.md``):
    ``span = "since_write"`` takes as the proposal every message of the agent since the
    last write up to the answer (the details listed over a negotiation, then a yes). One
    answer may cover several writes, each named in the one proposal: each is proposed and
-   confirmed on its own, all citing the same two messages.
+   confirmed on its own, all citing the same two messages; the same call again on the
+   same answer is not covered (one yes runs a call once).
    A workflow whose prose rules say ``greeting = True`` has the agent's opening
    greeting replayed, and the customer's first message given as the reply to it (read
    by the workflow's ``interpret`` like any other); otherwise the opening message is not
@@ -354,7 +355,8 @@ class _Replay:
 
     def _write(self, act: Act) -> None:
         event = proposal_event(self.spec, act.tool)
-        found = self._confirmation(act)
+        used = self._used_by(act)
+        found = self._confirmation(act) if used is None else used
         if event is None or isinstance(found, str):
             self._call(act, why=found if isinstance(found, str) else
                        "no event of the workflow proposes it")
@@ -376,6 +378,17 @@ class _Replay:
                                     "answer_turn": answer.turn,
                                     # admitted, but the recorded call failed in the tools
                                     "error": act.error})
+
+    def _used_by(self, act: Act) -> str | None:
+        """Why the customer's answer no longer covers ``act``: the same call already ran on
+        it (one yes runs a call once)."""
+        turn = self.answer[1].turn if self.answer is not None else None
+        done = next((w for w in self.out.writes if w["answer_turn"] == turn
+                     and (w["tool"], w["args"]) == (act.tool, act.args)), None)
+        if done is None:
+            return None
+        return (f"the customer's yes at turn {turn} was taken by the same call at turn "
+                f"{done['turn']}: one yes runs a call once")
 
     def _confirmation(self, act: Act) -> tuple[Say, Hear] | str:
         """The proposal and the answer that confirm ``act``, or why there are none."""
