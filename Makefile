@@ -100,7 +100,7 @@ $(AIRLINE_MCP):
 
 # Real agents' recorded conversations (../shared/trajectories: τ²-bench leaderboard files)
 # through every desk that exists, in shadow; writes bench/shadow.md (seconds).
-shadow: $(STAMP)
+shadow: $(STAMP) $(AIRLINE_MCP)
 	$(BIN)/python bench/shadow.py --markdown-out bench/shadow.md
 
 # The refund workflow against a real llama-cpp-python server and Gemma 3 270M (the

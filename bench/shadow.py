@@ -2,8 +2,9 @@
 
 Every τ²-bench results file in the trajectories folder (default ``../shared/trajectories``
 beside the repository, read only) whose domain has a registered desk (``retail`` →
-``fsm shadow --workflow retail``) is replayed through it, and ``bench/shadow.md`` gets the
-matrix of τ²-bench's pass/fail against the verdicts, the refusals by rule and the
+``fsm shadow --workflow retail``, ``airline`` → ``--workflow airline``, which needs its
+server installed: ``make airline-mcp``) is replayed through it, and ``bench/shadow.md``
+gets the matrix of τ²-bench's pass/fail against the verdicts, the refusals by rule and the
 conversations per second. A file whose desk does not exist yet is listed as skipped.
 
     python bench/shadow.py                               # make shadow
@@ -18,6 +19,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+# bench/ is kept off sys.path: bench/mcp.py would hide the MCP SDK the airline desk uses.
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
 from fsm.registry import load_workflow, registered  # noqa: E402

@@ -56,7 +56,20 @@ def proposal_event(spec: WorkflowSpec, tool: str) -> str | None:
     record = spec.tools[tool].confirmed_by if tool in spec.tools else None
     if record is None:
         return None
-    return next((e for e, r in spec.records.items() if r == record), None)
+    events = [e for e, r in spec.records.items() if r == record]
+    leads = [e for e in events if _confirms_into(spec, e, tool)]
+    return next(iter(leads or events), None)
+
+
+def _confirms_into(spec: WorkflowSpec, event: str, tool: str) -> bool:
+    """Whether ``event``, then the customer's yes, leads to a state that allows ``tool``
+    (a workflow with several proposal events: the one for this tool)."""
+    for state in spec.transitions:
+        asking = spec.events_from(state).get(event)
+        writing = spec.events_from(asking).get(spec.confirm_event) if asking else None
+        if writing is not None and tool in spec.allowed_tools(writing):
+            return True
+    return False
 
 
 class InferEvents:

@@ -13,7 +13,9 @@ The rules (written for users in ``docs/how-to/shadow.md``):
 1. **Events.** A recorded agent never fires the workflow's events. Before a call the state
    does not allow, the replay fires the one model event of the current state whose target
    state allows it and whose guard holds; before a message to the customer, the one that
-   leads to a state that speaks to the customer. No such event: the call goes to the gate
+   leads to a state that speaks to the customer. An event that needs a payload gets it
+   from the workflow's prose rules (their ``payload`` method), given the call and what
+   the customer said. No such event: the call goes to the gate
    as it is (and is refused). Several: the conversation is *unmappable*.
 2. **Confirmations.** A write that needs the customer's confirmation (``confirmed_by``)
    is proposed, with the workflow's proposal event, at the point of the call, with the
@@ -22,11 +24,20 @@ The rules (written for users in ``docs/how-to/shadow.md``):
    said nothing to the customer in between; the *proposal* is the agent's last message
    before that answer. The write is confirmed only when the answer is an explicit yes
    and the proposal names what the call changes (:mod:`fsm.sandbox.shadow_rules`); a yes
-   on a condition makes the conversation unmappable. One
+   on a condition makes the conversation unmappable. A workflow whose prose rules say
+   ``span = "since_write"`` takes as the proposal every message of the agent since the
+   last write up to the answer (the details listed over a negotiation, then a yes). One
    answer may cover several writes, each named in the one proposal: each is proposed and
-   confirmed on its own, all citing the same two messages.
+   confirmed on its own, all citing the same two messages; the same call again on the
+   same answer is not covered (one yes runs a call once).
+   A workflow whose prose rules say ``greeting = True`` has the agent's opening
+   greeting replayed, and the customer's first message given as the reply to it (read
+   by the workflow's ``interpret`` like any other); otherwise the opening message is not
+   replayed and the customer's first message is the run's goal.
 3. **The end.** A run that stops (handed over, done) ends the replay: each later call is
-   a refusal, since nothing runs after the end. The end of the recording ends the run.
+   a refusal, since nothing runs after the end, except a repeat of the hand-over that
+   ended it (the same tool, into a person's hands already), which is noted. The end of
+   the recording ends the run.
 """
 
 from __future__ import annotations
@@ -156,8 +167,8 @@ def _answering(spec: WorkflowSpec, answer: Callable[[str], str | None],
     """``spec`` reading the customer's answers with ``answer`` (and with ``tools``)."""
 
     def interpret(text: str, asked: dict[str, Any]) -> str | None:
-        if not asked:
-            return None
+        if not asked:  # a reply to a plain question: the workflow's own reading of it
+            return spec.interpret(text, asked) if spec.interpret is not None else None
         said = answer(text)
         events = [e for e in spec.customer_events if e != spec.confirm_event
                   and e != spec.reply_expiry_event]
@@ -215,6 +226,13 @@ class _Replay:
         self.answer: tuple[Say | None, Hear] | None = None
         self.started = False
         self.ended: list[ShadowRefusal] = []
+        #: The customer's messages so far.
+        self.heard: list[str] = []
+        #: The agent's messages to the customer since the last write (rule 2's span).
+        self.said: list[str] = []
+        self.wrote = False
+        #: The last call replayed (a repeat of the one that ended the run is not refused).
+        self.last_act: Act | None = None
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -238,10 +256,16 @@ class _Replay:
                 self.out.notes.append(f"the opening message at turn {item.turn} is not "
                                       "replayed (nothing is asked before the customer speaks)")
                 self.last_say = item
+                self.said.append(item.text)
+                return
+            if isinstance(item, Hear) and self.last_say is not None and \
+                    getattr(self.rules, "greeting", False):
+                self._greeted(self.last_say, item)
                 return
             self._start(item.text if isinstance(item, Hear) else "")
             if isinstance(item, Hear):
                 self.answer, self.last_say = (self.last_say, item), None
+                self.heard.append(item.text)
                 return
         if self.run.status in _STOPPED:
             self._after_end(item)
@@ -255,6 +279,15 @@ class _Replay:
             self._write(item)
         else:
             self._call(item, why="")
+
+    def _greeted(self, greeting: Say, item: Hear) -> None:
+        """The agent's greeting replayed as its first message, and the customer's opening
+        as the reply to it (prose rules with ``greeting = True``: the desk reads what the
+        customer says first, such as their user id)."""
+        self.out.notes.pop()
+        self._start("(the conversation opens with the agent's greeting)")
+        self._step(greeting.turn, Action(final=greeting.text))
+        self._hear(item)
 
     def _start(self, goal: str) -> None:
         self.engine.start_conversation(goal or "(no opening message)", user="customer",
@@ -278,6 +311,12 @@ class _Replay:
         if not isinstance(item, Act):
             return
         run = self.run
+        last = self.last_act
+        if last is not None and last.tool == item.tool and \
+                run.state in self.spec.handed_over_states:
+            self.out.notes.append(f"the call at turn {item.turn} repeats the hand-over that "
+                                  f"ended the run (turn {last.turn}): it changes nothing")
+            return
         self.ended.append(ShadowRefusal(
             item.turn, item.tool, dict(item.args), run.state,
             f"TRANSITIONS: {run.state!r} has no way out: nothing runs after the run ends",
@@ -289,6 +328,7 @@ class _Replay:
     def _hear(self, item: Hear) -> None:
         self.answer = (self.last_say, item)
         self.last_say = None
+        self.heard.append(item.text)
         run = self.run
         if run.status != "awaiting_customer":
             self.out.notes.append(f"the customer's message at turn {item.turn} is not given "
@@ -302,6 +342,9 @@ class _Replay:
 
     def _say(self, item: Say) -> None:
         self.last_say = item
+        if self.wrote:
+            self.said, self.wrote = [], False
+        self.said.append(item.text)
         self.answer = None
         if not item.text.strip():
             return
@@ -313,8 +356,11 @@ class _Replay:
 
     def _call(self, act: Act, why: str) -> int:
         allowed = self.spec.tools_by_state
-        self._reach(act.turn, lambda s: act.tool in allowed.get(s, ()), f"{act.tool}")
+        self._reach(act.turn, lambda s: act.tool in allowed.get(s, ()), f"{act.tool}", act)
         self.slot.act = act
+        self.last_act = act
+        if act.text and not self.wrote:
+            self.said.append(act.text)  # said with the call, before any yes to it
         step = self._step(act.turn, Action(tool=act.tool, args=act.args, text=act.text), why)
         self.slot.act = None
         if act.error is None and act.answered and not self._refused_at(step):
@@ -323,7 +369,8 @@ class _Replay:
 
     def _write(self, act: Act) -> None:
         event = proposal_event(self.spec, act.tool)
-        found = self._confirmation(act)
+        used = self._used_by(act)
+        found = self._confirmation(act) if used is None else used
         if event is None or isinstance(found, str):
             self._call(act, why=found if isinstance(found, str) else
                        "no event of the workflow proposes it")
@@ -331,18 +378,31 @@ class _Replay:
         proposal, answer = found
         self._reach(act.turn, lambda s: event in self.spec.model_events(s), f"{event}")
         self._step(proposal.turn, Action(tool=ADVANCE, text=proposal.text, args={
-            "event": event, "tool": act.tool, "args": act.args}))
+            **self._payload(event, act), "event": event, "tool": act.tool,
+            "args": act.args}))
         self._infer(act.turn, event, f"the proposal at turn {proposal.turn}, answered yes at "
                                      f"turn {answer.turn}, names {act.tool}")
         if self.run.status == "awaiting_customer":
             self.engine.reply(self.run_id, answer.text, drive=False)
         step = self._call(act, why="")
+        self.wrote = True
         if not self._refused_at(step):
             self.out.writes.append({"turn": act.turn, "tool": act.tool, "args": act.args,
                                     "proposal_turn": proposal.turn,
                                     "answer_turn": answer.turn,
                                     # admitted, but the recorded call failed in the tools
                                     "error": act.error})
+
+    def _used_by(self, act: Act) -> str | None:
+        """Why the customer's answer no longer covers ``act``: the same call already ran on
+        it (one yes runs a call once)."""
+        turn = self.answer[1].turn if self.answer is not None else None
+        done = next((w for w in self.out.writes if w["answer_turn"] == turn
+                     and (w["tool"], w["args"]) == (act.tool, act.args)), None)
+        if done is None:
+            return None
+        return (f"the customer's yes at turn {turn} was taken by the same call at turn "
+                f"{done['turn']}: one yes runs a call once")
 
     def _confirmation(self, act: Act) -> tuple[Say, Hear] | str:
         """The proposal and the answer that confirm ``act``, or why there are none."""
@@ -359,7 +419,9 @@ class _Replay:
         if said != "yes":
             return (f"the customer's answer at turn {answer.turn} is not an explicit yes "
                     f"(to the agent's message at turn {proposal.turn})")
-        gaps = missing(proposal.text, self.rules.mentions(act.tool, act.args,
+        text = "\n".join(self.said) if getattr(self.rules, "span", "") == "since_write" \
+            else proposal.text
+        gaps = missing(text, self.rules.mentions(act.tool, act.args,
                                                           Seen(tuple(self.reads))))
         if gaps:
             return (f"the proposal at turn {proposal.turn} does not name "
@@ -368,7 +430,16 @@ class _Replay:
 
     # -- inference -------------------------------------------------------------------------
 
-    def _reach(self, turn: int, allows: Callable[[str], bool], what: str) -> None:
+    def _payload(self, event: str, act: Act | None) -> dict[str, Any]:
+        """What the workflow's prose rules give an inferred event to carry (its
+        ``payload`` method, given the call it leads to and the customer's messages)."""
+        give = getattr(self.rules, "payload", None)
+        if give is None or act is None:
+            return {}
+        return dict(give(event, act.tool, act.args, tuple(self.heard)) or {})
+
+    def _reach(self, turn: int, allows: Callable[[str], bool], what: str,
+               act: Act | None = None) -> None:
         """Fire the one model event that leads from the current state to one where
         ``allows``, when the current state does not (rule 1)."""
         run = self.run
@@ -380,7 +451,8 @@ class _Replay:
                               f"{', '.join(options)} from state {run.state!r}; which one the "
                               "agent meant is not known")
         if options:
-            self._step(turn, Action(tool=ADVANCE, args={"event": options[0]}))
+            payload = self._payload(options[0], act)
+            self._step(turn, Action(tool=ADVANCE, args={"event": options[0], **payload}))
             self._infer(turn, options[0], f"{what} is allowed only after it")
 
     def _infer(self, turn: int, event: str, why: str) -> None:

@@ -190,3 +190,12 @@ def test_a_search_answer_is_remembered_flight_by_flight() -> None:
                                                        {**flight, "flight_number": "HAT2",
                                                         "date": "2024-05-21"}]], {})
     assert set(pairs["offers"]) == {"HAT1@2024-05-20", "HAT2@2024-05-21"}
+
+
+def test_a_reply_naming_a_user_id_fires_user_id_given_and_a_proposal_reads_yes() -> None:
+    from workflows.airline.workflow import interpret
+
+    assert interpret("Sure! My user ID is emma_kim_9957.", {}) == "user_id_given"
+    assert interpret("It's reservation EHGLP3, I don't remember my id", {}) is None
+    assert interpret("yes", {"tool": "cancel_reservation", "args": {}}) == "confirmed"
+    assert interpret("emma_kim_9957", {"tool": "cancel_reservation", "args": {}}) is None

@@ -30,7 +30,7 @@ def test_the_money_invariants_are_proved() -> None:
     assert report.ok, report.text()
     titles = {v.invariant.title for v in report.verdicts}
     assert {YES, CANCEL, CERTIFICATE, CHANGE} <= titles
-    assert report.states == 14
+    assert report.states == 15
 
 
 def _violated(spec: Any) -> dict[str, Any]:

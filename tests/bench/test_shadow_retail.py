@@ -8,17 +8,20 @@ The file is read, never written, from ``../shared/trajectories/`` beside the rep
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from airline_env import airline_command
 from paths import ROOT
 
 from fsm.sandbox.shadow import replay_recorded
 from fsm.sandbox.shadow_read import read_file
 from fsm.sandbox.shadow_report import outcome_class
+from workflows.airline.workflow import SERVER_ENV
 from workflows.retail import SHADOW, build
 
 TRAJECTORIES = ROOT.parent / "shared" / "trajectories"
@@ -57,19 +60,25 @@ def test_make_shadow_runs_each_file_whose_desk_exists_and_skips_the_others(
     folder = tmp_path / "trajectories"
     folder.mkdir()
     shutil.copy(ROOT / "tests" / "sandbox" / "shadow_data" / "tau2_results.json", folder)
-    (folder / "airline-x.json").write_text(json.dumps(
-        {"info": {"environment_info": {"domain_name": "airline"}}, "tasks": [],
-         "simulations": []}))
+    for domain in ("airline", "telecom"):
+        (folder / f"{domain}-x.json").write_text(json.dumps(
+            {"info": {"environment_info": {"domain_name": domain}}, "tasks": [],
+             "simulations": []}))
     out, figures = tmp_path / "shadow.md", tmp_path / "shadow.json"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "shadow.py"), "--dir", str(folder),
          "--markdown-out", str(out), "--json-out", str(figures)],
-        capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+        capture_output=True, text=True, timeout=300, cwd=str(ROOT),
+        env={**os.environ, SERVER_ENV: airline_command()})
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert "## Desk `retail`" in text and "### `tau2_results.json`" in text
     assert "| passed | 1 | 1 | 0 | 0 | 2 |" in text and "| failed | 1 | 0 | 0 | 0 | 1 |" in text
-    assert "- `airline-x.json` (domain airline: no desk yet)" in text
+    assert "## Desk `airline`" in text and "### `airline-x.json`" in text
+    assert "- `telecom-x.json` (domain telecom: no desk yet)" in text
+    assert "airline-x.json" not in text.split("## Skipped")[1]
     report = json.loads(figures.read_text())
     assert report["retail"]["summary"]["verdicts"] == {
         "admitted": 2, "refused": 1, "unmappable": 0, "unreadable": 0}
+    assert report["airline"]["summary"]["verdicts"] == {
+        "admitted": 0, "refused": 0, "unmappable": 0, "unreadable": 0}

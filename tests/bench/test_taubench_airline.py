@@ -50,7 +50,7 @@ def test_fsm_verify_airline_proves_its_invariants() -> None:
     proc = subprocess.run([sys.executable, "-m", "fsm", "verify", "airline"],
                           capture_output=True, text=True, timeout=300, cwd=str(ROOT))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "17 invariants: 17 proved, 0 violated." in proc.stdout
+    assert "18 invariants: 18 proved, 0 violated." in proc.stdout
 
 
 def test_without_the_server_the_workflow_says_how_to_install_it(tmp_path: Path) -> None:

@@ -138,6 +138,28 @@ def test_a_proposal_that_does_not_name_the_call_does_not_confirm_it() -> None:
     assert o.refusal.reason == "the proposal at turn 4 does not name reason 'no longer needed'"
 
 
+def test_the_same_write_again_on_the_same_yes_is_refused() -> None:
+    cancel = {"order_id": "#W0000001", "reason": "no longer needed"}
+    rec = Recorded("made", "s", reward=0.0, items=[
+        Hear(1, "I'm Ana Lee, 10001; cancel my order please"),
+        Act(2, "find_user_id_by_name_zip",
+            {"first_name": "Ana", "last_name": "Lee", "zip": "10001"}, "ana_lee_1"),
+        Act(3, "get_order_details", {"order_id": "#W0000001"},
+            {"order_id": "#W0000001", "user_id": "ana_lee_1", "status": "pending",
+             "payment_history": [{"payment_method_id": "paypal_1"}]}),
+        Say(4, "Shall I cancel your order #W0000001, reason: no longer needed?"),
+        Hear(5, "yes"),
+        Act(6, "cancel_pending_order", cancel, {"order_id": "#W0000001"}),
+        Act(7, "cancel_pending_order", cancel, {"order_id": "#W0000001"}),
+    ])
+    [o] = replay_recorded(build(), [rec], SHADOW)
+    assert [w["turn"] for w in o.writes] == [6]
+    assert o.verdict == "refused" and o.refusal is not None
+    assert (o.refusal.turn, o.refusal.rule) == (7, CONFIRMED_BY)
+    assert o.refusal.reason == ("the customer's yes at turn 5 was taken by the same call at "
+                                "turn 6: one yes runs a call once")
+
+
 def test_a_yes_on_a_condition_makes_the_conversation_unmappable() -> None:
     rec = Recorded("made", "s", reward=1.0, items=[
         Hear(1, "I'm Ana Lee, 10001; cancel my order please"),

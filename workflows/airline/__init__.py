@@ -5,6 +5,7 @@ The registered workflow (entry point ``fsm.workflows:airline``) is :func:`build`
 when it is loaded: it starts the server to list its tools.
 """
 
+from workflows.airline.shadow import SHADOW
 from workflows.airline.workflow import TOOLS_BY_STATE, TRANSITIONS, airline_server, build
 
-__all__ = ["TOOLS_BY_STATE", "TRANSITIONS", "airline_server", "build"]
+__all__ = ["SHADOW", "TOOLS_BY_STATE", "TRANSITIONS", "airline_server", "build"]

@@ -57,6 +57,15 @@ def reservation(args: Any, result: Any, facts: Any) -> dict[str, Any]:
     return out
 
 
+def named_reservation(args: Any, result: Any, facts: Any) -> dict[str, Any]:
+    """A reservation read: :func:`reservation`; read before the profile (the customer gave
+    their user id and named it), its owner is the customer served, with that reservation."""
+    out = reservation(args, result, facts)
+    if out and not facts.get("user_id"):
+        out.update(user_id=result["user_id"], user_reservations=[result["reservation_id"]])
+    return out
+
+
 def written(args: Any, result: Any, facts: Any) -> dict[str, Any]:
     """After a write: the reservation it answered with, and that it changed."""
     out = reservation(args, result, facts)

@@ -11,7 +11,8 @@ The four that carry the money:
 - no flight change on basic economy: ``update_reservation_flights`` only after the guard
   of ``propose_change`` established ``flight_change_allowed``.
 
-And the conversation's shape: reservations are read only after the customer's profile
+And the conversation's shape: reservations are read only after the customer gave their
+user id (``user_id_given``, fired only by their reply) or their profile was read
 (``identified``, fired only by ``get_user_details``); only the customer's reply confirms;
 nothing after the transfer; every conversation can end. What each guard checks is in
 ``workflows/airline/rules.py``, with tests against the real server.
@@ -39,10 +40,11 @@ INVARIANTS: tuple[Invariant, ...] = (
     ToolOnlyWith("cancel_reservation", "cancellation_eligible"),
     ToolOnlyWith("send_certificate", "compensation_eligible"),
     ToolOnlyWith("update_reservation_flights", "flight_change_allowed"),
-    ToolOnlyIn("get_reservation_details", "serving"),
+    ToolOnlyIn("get_reservation_details", "user_id_known", "serving"),
+    OnlyThrough("user_id_known", "user_id_given"),
     OnlyThrough("serving", "identified"),
     FiredOnlyByTools("identified", "written", "transferred"),
-    CustomerOnly("confirmed", "not_confirmed", "unanswered"),
+    CustomerOnly("confirmed", "not_confirmed", "unanswered", "user_id_given"),
     NothingAfter(tool="transfer_to_human_agents"),
     AlwaysReaches("done", "abandoned", "transferred_to_human"),
 )

