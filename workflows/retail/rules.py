@@ -16,7 +16,9 @@ The rules:
 - return and exchange only a ``delivered`` order;
 - a cancellation gives one of the two reasons the policy allows;
 - a return's refund goes to the payment method that paid for the order, or to one of
-  the customer's gift cards.
+  the customer's gift cards;
+- a modification, exchange or return names at least one item, a swap pairs each item with
+  one new item, and changes at least one of them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ PENDING_WRITES = frozenset({"cancel_pending_order", "modify_pending_order_addres
                             "modify_pending_order_payment", "modify_pending_order_items"})
 DELIVERED_WRITES = frozenset({"return_delivered_order_items",
                               "exchange_delivered_order_items"})
+#: The writes that swap items for other variants, position by position.
+SWAPS = frozenset({"modify_pending_order_items", "exchange_delivered_order_items"})
 
 
 class PolicyRefusal(Exception):
@@ -88,8 +92,33 @@ def _status_problem(tool: str, order_id: Any, order: Mapping[str, Any]) -> str |
     return None
 
 
+def _items_problem(tool: str, args: Mapping[str, Any]) -> str | None:
+    """A swap or return of no items, or a swap of every item for itself (τ²-bench's tools
+    would run them, and a modification of nothing still uses up the order's one). An item
+    kept as it is beside others that change is a no-op τ²-bench's own reference
+    conversations make, and passes."""
+    order_id = args.get("order_id")
+    old = list(args.get("item_ids") or [])
+    if tool in SWAPS or tool == "return_delivered_order_items":
+        if not old:
+            return f"the {tool} of order {order_id!r} names no items; nothing would change"
+    if tool not in SWAPS:
+        return None
+    new = list(args.get("new_item_ids") or [])
+    if len(new) != len(old):
+        return (f"{len(old)} item(s) of order {order_id!r} would be swapped for {len(new)} "
+                "new item(s); each item needs exactly one new item")
+    if old == new:
+        return (f"item(s) {', '.join(sorted(set(old)))} of order {order_id!r} would be "
+                "swapped for themselves; a new item must be another variant")
+    return None
+
+
 def _argument_problem(tool: str, args: Mapping[str, Any], order: Mapping[str, Any],
                       cards: list[str] | None) -> str | None:
+    items = _items_problem(tool, args)
+    if items is not None:
+        return items
     if tool == "cancel_pending_order" and args.get("reason") not in CANCEL_REASONS:
         return (f"the reason {args.get('reason')!r} is not one the policy allows "
                 f"(allowed: {', '.join(repr(r) for r in CANCEL_REASONS)})")
