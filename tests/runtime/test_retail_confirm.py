@@ -118,3 +118,69 @@ def test_an_item_kept_beside_one_that_changes_passes_the_guard() -> None:
     assert problem("u", "modify_pending_order_items", args, order, []) is None
     assert "for themselves" in (problem("u", "modify_pending_order_items",
                                         {**args, "new_item_ids": ["1", "2"]}, order, []) or "")
+
+
+GIFT, CARD = "gift_card_7794233", "credit_card_9753331"  # the gift card holds $56.00
+PROFILE = {"tool": "get_user_details", "args": {"user_id": "olivia_ito_3591"}}
+
+
+def refused_before_asking(db: MemoryRetail, actions: list[dict[str, Any]]) -> str:
+    """The first refusal of a conversation whose customer would say yes to anything,
+    checking they were never asked and nothing was written."""
+    asked: list[Any] = []
+
+    def customer(request: Any) -> str:
+        asked.append(request)
+        return "yes"
+
+    store = MemoryStore()
+    with Engine(build(db), store, ScriptedPolicy([AUTH, *actions])) as engine:
+        run = talk(engine, engine.start_conversation("change", user="o").run, customer)
+    assert asked == [] and db.writes() == []
+    return next(e.reason or "" for e in store.events(run.run_id) if e.kind == "refusal")
+
+
+def other_products_item(db: MemoryRetail, product: str, but: str) -> str:
+    found = db.call("get_product_details", {"product_id": product})["variants"]
+    return next(k for k in found if k != but)
+
+
+def test_a_gift_card_short_of_the_order_is_refused_before_the_customer_is_asked() -> None:
+    args = {"order_id": ORDER_A, "payment_method_id": GIFT}
+    why = refused_before_asking(MemoryRetail(), [
+        read(ORDER_A), PROFILE, *propose_then_write("modify_pending_order_payment", args)])
+    assert why.endswith("gift card 'gift_card_7794233' holds $56.00, short of the order's "
+                        "$663.85")
+
+
+def test_another_customers_payment_method_is_refused_before_the_customer_is_asked() -> None:
+    args = {"order_id": ORDER_A, "payment_method_id": "paypal_1234567"}
+    why = refused_before_asking(MemoryRetail(), [
+        read(ORDER_A), PROFILE, *propose_then_write("modify_pending_order_payment", args)])
+    assert "'paypal_1234567' is not a payment method of the customer" in why
+
+
+def test_an_item_of_another_product_is_refused_before_the_customer_is_asked() -> None:
+    db = MemoryRetail()
+    # Item 3330317167 of order A is a 5713490933; the new one is a 9743693396.
+    new = other_products_item(db, "9743693396", but="3111466194")
+    args = {"order_id": ORDER_A, "item_ids": ["3330317167"], "new_item_ids": [new],
+            "payment_method_id": CARD}
+    why = refused_before_asking(db, [
+        read(ORDER_A), {"tool": "get_product_details", "args": {"product_id": "9743693396"}},
+        *propose_then_write("modify_pending_order_items", args)])
+    assert f"item {new} is a variant of product 9743693396, not of item 3330317167's " \
+           "product 5713490933" in why
+
+
+def test_a_gift_card_short_of_a_price_difference_is_refused_before_the_customer_is_asked(
+        ) -> None:
+    # Item 1355937109 of order B ($1985.30) for its variant 4510078629 ($2127.62).
+    args = {"order_id": ORDER_B, "item_ids": ["1355937109"], "new_item_ids": ["4510078629"],
+            "payment_method_id": GIFT}
+    why = refused_before_asking(MemoryRetail(), [
+        read(ORDER_B), PROFILE,
+        {"tool": "get_product_details", "args": {"product_id": "6066914160"}},
+        *propose_then_write("modify_pending_order_items", args)])
+    assert why.endswith("gift card 'gift_card_7794233' holds $56.00, short of the price "
+                        "difference $142.32")
