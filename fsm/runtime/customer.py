@@ -65,6 +65,17 @@ def summary(spec: WorkflowSpec, pending: AwaitingCustomer, facts: dict[str, Any]
     return spec.presentation.describe(None, pending.args, facts, pending.events)
 
 
+def customer_message(spec: WorkflowSpec, said: str, asks: dict[str, Any],
+                     facts: dict[str, Any]) -> str:
+    """The message a customer is asked with: for a proposal of a call, the workflow's
+    rendering of that exact call (its presentation's summary), whatever the model wrote;
+    for a plain question, what the model said."""
+    call = proposed_call(asks)
+    if call is None:
+        return said
+    return spec.presentation.describe(call[0], call[1], facts)
+
+
 def _bound_records(spec: WorkflowSpec) -> frozenset[str]:
     """The fact keys some write is ``confirmed_by`` (kept with the spec)."""
     found = spec.cache.get(_bound_records)

@@ -58,6 +58,7 @@ from fsm.records import (
 )
 from fsm.runtime import claims, desk, gate, observe
 from fsm.runtime.context import RunMove, StepContext
+from fsm.runtime.customer import customer_message
 from fsm.runtime.review import Ruling, approved_binding, bound_records
 from fsm.runtime.talking import CustomerSteps
 from fsm.spec import ADVANCE
@@ -685,7 +686,10 @@ class Step(CustomerSteps):
             asks = self.run.facts.get(record, {}) if record is not None else {}
             # A new proposal: a yes given to an earlier one no longer counts.
             self._set(confirmation=None)
-            self.wait_for_customer(self.said, args=dict(asks), record=record)
+            # What the customer confirms is rendered from the exact call, never the
+            # model's words (a plain question keeps them).
+            message = customer_message(spec, self.said, dict(asks), self.run.facts)
+            self.wait_for_customer(message, args=dict(asks), record=record)
 
     def _pause_call(self, tool: str, args: BaseModel) -> None:
         self._pause(CallAwaitingApproval(tool=tool, args=args.model_dump(mode="json"),

@@ -73,7 +73,9 @@ def test_a_reply_from_standard_input(cli: Cli, ledger: Path,
     assert cli("reply", "c1", "-").code == 0
     shown = cli("show", "c1")
     assert '"content": "A-1001 ✓", "from": "customer"' in shown.out
-    assert "waiting  for the customer: I will cancel order A-1001" in shown.out
+    # The proposal as the workflow renders its call, never the model's words.
+    assert 'waiting  for the customer: cancel_order {"order_id":"A-1001"' in shown.out
+    assert "I will cancel order A-1001" not in shown.out.split("waiting", 1)[1]
     assert "confirm  cancel_order" in shown.out
 
 

@@ -128,7 +128,9 @@ def test_an_explicit_yes_confirms_exactly_the_proposal_and_the_write_runs_once(
         ("A-1001", "no longer needed")]
     asked = customer.asked[1]
     assert asked.args == {"tool": "cancel_order", "args": X} and asked.record == "proposal"
-    assert "Go ahead?" in asked.message
+    # The proposal is shown as fsm renders the call (here the plain summary), never in
+    # the model's words.
+    assert asked.message == 'cancel_order {"order_id":"A-1001","reason":"no longer needed"}'
     events = store.events(run.run_id)
     yes = next(e for e in events if e.kind == "reply" and e.event == "confirmed")
     write = next(e for e in events if e.kind == "tool" and e.tool == "cancel_order")

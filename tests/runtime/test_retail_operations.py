@@ -124,6 +124,22 @@ def test_calculate_is_arithmetic_only() -> None:
         assert str(info.value) == why
 
 
+@pytest.mark.parametrize(("expression", "shown"), [
+    ("(2**53+1)-2**53", "1.0"), ("2 ** 53 + 1", "9007199254740993.0"), ("0.1 + 0.2", "0.3"),
+    ("1.1 * 3", "3.3"), ("-7 // 2", "-4.0"), ("7 // -2", "-4.0"), ("100 - 99.99", "0.01"),
+    ("2 ** 0.5", "1.41"), ("10 ** 20 + 0.01", "100000000000000000000.01"),
+])
+def test_calculate_computes_exactly_in_decimal(expression: str, shown: str) -> None:
+    """No binary-float artefacts: τ²-bench's ``eval`` keeps integers exact too."""
+    assert calculate(None, expression) == shown
+
+
+def test_calculate_says_a_division_by_zero_as_python_does() -> None:
+    for bad in ("1 / 0", "0 / 0", "1 // 0"):
+        with pytest.raises(ValueError, match="Invalid expression: ZeroDivisionError"):
+            calculate(None, bad)
+
+
 def test_a_modification_after_items_were_modified_is_let_through_by_tau2_benchs_tools() -> None:
     """What the policy forbids and τ²-bench's tools allow: the desk's rules refuse it
     (tests/runtime/test_retail_desk.py); the tools alone, like τ²-bench's, do not."""

@@ -22,6 +22,14 @@ import ast
 import json
 import operator
 from collections.abc import Callable
+from decimal import (
+    ROUND_FLOOR,
+    ROUND_HALF_EVEN,
+    Decimal,
+    Inexact,
+    InvalidOperation,
+    localcontext,
+)
 from typing import Any, Protocol
 
 from workflows.retail.shapes import Doc, tau2_order, tau2_product, tau2_user, tau2_variant
@@ -166,45 +174,74 @@ def list_all_product_types(tx: Tx) -> str:
 
 # -- general ----------------------------------------------------------------------------------
 
-def _power(base: float, exponent: float) -> float:
+#: Digits kept through a calculation: every sum, difference and product of the numbers
+#: the desk works with is exact; a quotient is exact to far below the cent it is rounded to.
+_DIGITS = 400
+
+
+def _power(base: Decimal, exponent: Decimal) -> Decimal:
     # What the characters allow (``**``), bounded: ``9 ** 9 ** 9`` must not stall the desk.
     if abs(exponent) > 64:
         raise OverflowError("exponent too large")
-    return float(base ** exponent)
+    return base ** exponent
+
+
+def _divide(a: Decimal, b: Decimal) -> Decimal:
+    if not b:
+        raise ZeroDivisionError("division by zero")  # 0 / 0 too, as Python says it
+    return a / b
+
+
+def _floor_divide(a: Decimal, b: Decimal) -> Decimal:
+    # Python's ``//`` floors (``Decimal``'s truncates toward zero).
+    return _divide(a, b).to_integral_value(rounding=ROUND_FLOOR)
 
 
 _OPERATORS: dict[type, Callable[..., Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Pow: _power,
+    ast.Div: _divide, ast.FloorDiv: _floor_divide, ast.Pow: _power,
     ast.USub: operator.neg, ast.UAdd: operator.pos,
 }
 
 
-def _evaluate(node: ast.AST) -> float:
+def _evaluate(node: ast.AST) -> Decimal:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body)
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
             and not isinstance(node.value, bool):
-        return float(node.value)
+        return Decimal(str(node.value))  # as written: 0.1 is one tenth, not a binary float
     if isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
-        result: float = _OPERATORS[type(node.op)](_evaluate(node.left), _evaluate(node.right))
+        result: Decimal = _OPERATORS[type(node.op)](_evaluate(node.left),
+                                                    _evaluate(node.right))
         return result
     if isinstance(node, ast.UnaryOp) and type(node.op) in _OPERATORS:
-        value: float = _OPERATORS[type(node.op)](_evaluate(node.operand))
+        value: Decimal = _OPERATORS[type(node.op)](_evaluate(node.operand))
         return value
     raise ValueError("Invalid expression")
 
 
+def _shown(value: Decimal) -> str:
+    """``value`` to the cent (half to even), written as τ²-bench writes a float: at least
+    one decimal, no trailing zeros (``11.0``, ``6.67``, ``0.5``)."""
+    text = format(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_EVEN), "f")
+    text = text.rstrip("0")
+    return text + "0" if text.endswith(".") else text
+
+
 def calculate(tx: Tx | None, expression: str) -> str:
     """Arithmetic on numbers with ``+ - * / // **`` and parentheses, rounded to 2 decimals
-    (τ²-bench evaluates the same characters with Python's ``eval``)."""
+    (τ²-bench evaluates the same characters with Python's ``eval``), computed exactly in
+    decimal: ``(2**53+1)-2**53`` is ``1.0``, ``0.1 + 0.2`` is ``0.3``."""
     if not all(char in "0123456789+-*/(). " for char in expression):
         raise ValueError("Invalid characters in expression")
     try:
         tree = ast.parse(expression, mode="eval")
-        return str(round(_evaluate(tree), 2))
+        with localcontext() as context:
+            context.prec = _DIGITS
+            context.traps[Inexact] = False
+            return _shown(_evaluate(tree))
     except (SyntaxError, ZeroDivisionError, OverflowError, RecursionError,
-            TypeError) as exc:
+            TypeError, InvalidOperation) as exc:
         raise ValueError(f"Invalid expression: {type(exc).__name__}") from None
 
 

@@ -16,7 +16,11 @@ The rules:
 - return and exchange only a ``delivered`` order;
 - a cancellation gives one of the two reasons the policy allows;
 - a return's refund goes to the payment method that paid for the order, or to one of
-  the customer's gift cards.
+  the customer's gift cards;
+- a modification, exchange or return names at least one item, a swap pairs each item with
+  one new item, and changes at least one of them;
+- what τ²-bench's tool would refuse, as far as the run read it: another customer's payment
+  method, a new item of another product, a gift card short of what it pays.
 """
 
 from __future__ import annotations
@@ -31,17 +35,45 @@ PENDING_WRITES = frozenset({"cancel_pending_order", "modify_pending_order_addres
                             "modify_pending_order_payment", "modify_pending_order_items"})
 DELIVERED_WRITES = frozenset({"return_delivered_order_items",
                               "exchange_delivered_order_items"})
+#: The writes that swap items for other variants, position by position.
+SWAPS = frozenset({"modify_pending_order_items", "exchange_delivered_order_items"})
 
 
 class PolicyRefusal(Exception):
     """A write or a read the written policy does not allow; the message says why."""
 
 
+def cents(dollars: Any) -> int | None:
+    """A τ²-bench amount (dollars, a number) in integer cents; ``None`` when it is not a
+    number (a recorded conversation may leave it out)."""
+    if isinstance(dollars, bool) or not isinstance(dollars, int | float):
+        return None
+    return int(round(dollars * 100))
+
+
 def order_summary(order: Mapping[str, Any]) -> dict[str, Any]:
-    """What the desk keeps of an order it has read (τ²-bench's shape in)."""
+    """What the desk keeps of an order it has read (τ²-bench's shape in): its owner,
+    status, the method and amount of its first payment, and each item's product and
+    price in cents."""
     history = order.get("payment_history") or []
     return {"user_id": order.get("user_id"), "status": order.get("status"),
-            "paid_with": history[0]["payment_method_id"] if history else None}
+            "paid_with": history[0]["payment_method_id"] if history else None,
+            "paid_cents": cents(history[0].get("amount")) if history else None,
+            "items": {i["item_id"]: [i.get("product_id"), cents(i.get("price"))]
+                      for i in order.get("items") or [] if "item_id" in i}}
+
+
+def payment_methods(user: Mapping[str, Any]) -> dict[str, int | None]:
+    """A customer's payment methods: a gift card's balance in cents, ``None`` for others
+    (τ²-bench's shape in)."""
+    return {k: cents(m.get("balance")) if m.get("source") == "gift_card" else None
+            for k, m in (user.get("payment_methods") or {}).items()}
+
+
+def variants(product: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """A product's items: item id → [product id, price in cents] (τ²-bench's shape in)."""
+    return {k: [product.get("product_id"), cents(v.get("price"))]
+            for k, v in (product.get("variants") or {}).items() if isinstance(v, dict)}
 
 
 def gift_cards(user: Mapping[str, Any]) -> list[str]:
@@ -88,8 +120,33 @@ def _status_problem(tool: str, order_id: Any, order: Mapping[str, Any]) -> str |
     return None
 
 
+def _items_problem(tool: str, args: Mapping[str, Any]) -> str | None:
+    """A swap or return of no items, or a swap of every item for itself (τ²-bench's tools
+    would run them, and a modification of nothing still uses up the order's one). An item
+    kept as it is beside others that change is a no-op τ²-bench's own reference
+    conversations make, and passes."""
+    order_id = args.get("order_id")
+    old = list(args.get("item_ids") or [])
+    if tool in SWAPS or tool == "return_delivered_order_items":
+        if not old:
+            return f"the {tool} of order {order_id!r} names no items; nothing would change"
+    if tool not in SWAPS:
+        return None
+    new = list(args.get("new_item_ids") or [])
+    if len(new) != len(old):
+        return (f"{len(old)} item(s) of order {order_id!r} would be swapped for {len(new)} "
+                "new item(s); each item needs exactly one new item")
+    if old == new:
+        return (f"item(s) {', '.join(sorted(set(old)))} of order {order_id!r} would be "
+                "swapped for themselves; a new item must be another variant")
+    return None
+
+
 def _argument_problem(tool: str, args: Mapping[str, Any], order: Mapping[str, Any],
                       cards: list[str] | None) -> str | None:
+    items = _items_problem(tool, args)
+    if items is not None:
+        return items
     if tool == "cancel_pending_order" and args.get("reason") not in CANCEL_REASONS:
         return (f"the reason {args.get('reason')!r} is not one the policy allows "
                 f"(allowed: {', '.join(repr(r) for r in CANCEL_REASONS)})")
@@ -107,10 +164,58 @@ def _argument_problem(tool: str, args: Mapping[str, Any], order: Mapping[str, An
 # -- the two places the rules are applied ---------------------------------------------------
 
 def proposal_problem(facts: Mapping[str, Any], tool: str, args: Mapping[str, Any]) -> str | None:
-    """The rules applied to a proposal, from what the run has read."""
+    """The rules applied to a proposal, from what the run has read; then what τ²-bench's
+    tool would refuse, as far as the run has read it (:func:`refused_anyway`)."""
     orders = facts.get("orders") or {}
     order = orders.get(args.get("order_id")) if "order_id" in args else None
-    return problem(facts.get("user_id"), tool, args, order, facts.get("gift_cards"))
+    why = problem(facts.get("user_id"), tool, args, order, facts.get("gift_cards"))
+    if why is None and order is not None:
+        why = refused_anyway(facts, tool, args, order)
+    return why
+
+
+def refused_anyway(facts: Mapping[str, Any], tool: str, args: Mapping[str, Any],
+                   order: Mapping[str, Any]) -> str | None:
+    """A write τ²-bench's tool would refuse, known from what the run read: a payment
+    method not among the customer's (their profile read), a new item of another product
+    (the new item's product read), a gift card short of what it pays (its balance and
+    the new items' prices read). Checked before the customer is asked."""
+    methods = facts.get("payment_methods")
+    method = args.get("payment_method_id")
+    if method is not None and methods is not None and method not in methods:
+        return (f"{method!r} is not a payment method of the customer (theirs: "
+                f"{', '.join(sorted(methods))})")
+    if tool in SWAPS:
+        return _swap_refused(facts, args, order, methods)
+    balance = (methods or {}).get(method) if method is not None else None
+    paid = order.get("paid_cents")
+    if tool == "modify_pending_order_payment" and balance is not None and paid is not None \
+            and balance < paid:
+        return (f"gift card {method!r} holds ${balance / 100:.2f}, short of the order's "
+                f"${paid / 100:.2f}")
+    return None
+
+
+def _swap_refused(facts: Mapping[str, Any], args: Mapping[str, Any], order: Mapping[str, Any],
+                  methods: Mapping[str, int | None] | None) -> str | None:
+    known = facts.get("variants") or {}
+    old_items = order.get("items") or {}
+    diff: int | None = 0
+    for old, new in zip(args.get("item_ids") or [], args.get("new_item_ids") or [],
+                        strict=False):
+        was, now = old_items.get(old), known.get(new)
+        if was is not None and now is not None and None not in (was[0], now[0]) \
+                and was[0] != now[0]:
+            return (f"item {new} is a variant of product {now[0]}, not of item {old}'s "
+                    f"product {was[0]}; an item is swapped only for a variant of its own "
+                    "product")
+        diff = None if diff is None or was is None or now is None or None in (
+            was[1], now[1]) else diff + now[1] - was[1]
+    balance = (methods or {}).get(str(args.get("payment_method_id")))
+    if diff is not None and balance is not None and balance < diff:
+        return (f"gift card {args.get('payment_method_id')!r} holds ${balance / 100:.2f}, "
+                f"short of the price difference ${diff / 100:.2f}")
+    return None
 
 
 def write_problem(tx: Tx, user_id: str | None, tool: str, args: Mapping[str, Any]) -> None:

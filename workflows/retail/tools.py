@@ -182,7 +182,14 @@ def _found(args: BaseModel, result: Any, facts: Any) -> dict[str, Any]:
 
 
 def _profile(args: BaseModel, result: Any, facts: Any) -> dict[str, Any]:
-    return {"gift_cards": rules.gift_cards(result)}
+    return {"gift_cards": rules.gift_cards(result),
+            "payment_methods": rules.payment_methods(result)}
+
+
+def _product(args: BaseModel, result: Any, facts: Any) -> dict[str, Any]:
+    if not isinstance(result, dict):
+        return {}
+    return {"variants": {**(facts.get("variants") or {}), **rules.variants(result)}}
 
 
 def _order(args: BaseModel, result: Any, facts: Any) -> dict[str, Any]:
@@ -210,6 +217,8 @@ def extras(name: str) -> dict[str, Any]:
         return {"remember": _profile, "check": _checks_user}
     if name == "get_order_details":
         return {"remember": _order}
+    if name == "get_product_details":
+        return {"remember": _product}
     if name == "transfer_to_human_agents":
         return {"emits": lambda r: "transferred", "emits_events": ("transferred",),
                 "always_emits": True, "tags": frozenset({"hands_over"})}

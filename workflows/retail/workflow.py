@@ -3,9 +3,11 @@
 A conversation with one customer. The desk first finds who the customer is
 (``authenticating``: by email, or by name and zip), and only then reads their profile and
 orders (``serving``). To change anything it proposes the exact write, which the customer
-sees; only their explicit yes (``confirmed``, a customer event) opens ``writing``, where
-the one write bound to that proposal may run, once. ``transfer_to_human_agents`` hands
-the run over, and nothing runs after it.
+sees in the desk's words rendered by fsm from the call
+(:func:`~workflows.retail.confirm.confirmation_text`), never the model's; only their
+explicit yes (``confirmed``, a customer event) opens ``writing``, where the one write
+bound to that proposal may run, once. ``transfer_to_human_agents`` hands the run over,
+and nothing runs after it.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fsm import Guard, ToolContext, WorkflowSpec, define_workflow
 from workflows.retail import rules
+from workflows.retail.confirm import PRESENTATION
 from workflows.retail.database import RetailDatabase, open_retail
 from workflows.retail.operations import CANCEL_REASONS, WRITES
 from workflows.retail.tools import DatabaseSource, tools
@@ -211,7 +214,8 @@ def build(db: RetailDatabase | DatabaseSource | None = None, *,
         terminal={"done", "abandoned"}, handed_over_states={"transferred_to_human"},
         customer_events=CUSTOMER_EVENTS, asks_customer=ASKS_CUSTOMER, interpret=interpret,
         reply_ttl_seconds=REPLY_TTL_SECONDS, reply_expiry_event="unanswered",
-        invariants=INVARIANTS, settings={"cancel_reasons": list(CANCEL_REASONS)},
+        invariants=INVARIANTS, presentation=PRESENTATION,
+        settings={"cancel_reasons": list(CANCEL_REASONS)},
         resources={"retail": open_retail},
     )
     tables.update(changes)
