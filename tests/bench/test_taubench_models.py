@@ -67,6 +67,9 @@ def test_models_play_the_desk_and_the_customer(tmp_path: Path) -> None:
         result["rows"][1]["refusals"][0]
     assert "cancel the whole order" in first_ask[0]["content"]  # the task's instructions
     assert first_ask[1] == {"role": "user", "content": "Hi! How can I help you today?"}
-    assert proposal_shown.startswith("Cancel it (ordered by mistake)?")
+    # The customer is shown fsm's rendering of the exact call, not the model's words.
+    assert proposal_shown.startswith(
+        "Cancel order #W8835847 (reason: ordered by mistake)"), proposal_shown
+    assert "Cancel it (ordered by mistake)?" not in proposal_shown
     assert "The agent asks you to confirm: cancel_pending_order" in proposal_shown
     assert "| 1 | 0.500 |" in proc.stdout and "| 2 | 0.000 |" in proc.stdout
