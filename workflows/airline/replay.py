@@ -21,18 +21,19 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from fsm import Action, Engine, View, WorkflowSpec
+from fsm import Action, Engine, WorkflowSpec
 from fsm.records import Event, RunState
 from fsm.runtime.customer import summary as asked_summary
 from fsm.store import open_store
 from workflows.airline import data, rules
 from workflows.airline.proxy import calls
 from workflows.airline.workflow import WRITES, airline_server, build, server_command
+from workflows.scripted import ScriptedDesk
 
 Kind = Literal["call", "write", "event"]
 #: The proposal event of each write.
@@ -205,50 +206,19 @@ def plan(task: Mapping[str, Any]) -> list[Move]:
 
 # -- the scripted desk and customer -------------------------------------------------------------
 
-class Desk:
-    """A policy that carries out ``moves``, one action per step, then fires ``finish``. A
-    write is proposed first with its event; once the run is in a write state the write is
-    called with its ``call_args`` (default: as proposed), and withdrawn if the run is
-    still there after it."""
+class Desk(ScriptedDesk):
+    """The airline desk's scripted policy: a write is proposed with its own event
+    (``EVENT_OF``) and the proposal's other fields, and runs in a ``writing…`` state."""
 
-    def __init__(self, moves: Sequence[Move]) -> None:
-        self.moves = list(moves)
-        self.steps: list[tuple[int, int]] = []
-        self._script = self._run()
-        next(self._script)
+    ENDED = ENDED
 
-    def __call__(self, view: View) -> Action:
-        return self._script.send(view)
+    def proposal(self, move: Any) -> Action:
+        return Action(tool="advance", text="Here is what I will do; please confirm.",
+                      args={"event": EVENT_OF[move.name], "tool": move.name,
+                            "args": move.args, **move.extra})
 
-    def steps_of(self, index: int) -> list[int]:
-        return [step for i, step in self.steps if i == index]
-
-    def _run(self) -> Generator[Action, View, None]:
-        view: View = yield Action(final="")
-        for i, move in enumerate(self.moves):
-            self.steps.append((i, view.step))
-            if move.kind == "call":
-                view = yield Action(tool=move.name, args=move.args)
-            elif move.kind == "event":
-                view = yield Action(tool="advance", args={"event": move.name, **move.args})
-            else:
-                view = yield from self._write(i, move, view)
-            if view.state in ENDED:
-                break
-        while True:
-            yield Action(tool="advance", args={"event": "finish"})
-
-    def _write(self, i: int, move: Move, view: View) -> Generator[Action, View, View]:
-        view = yield Action(tool="advance", text="Here is what I will do; please confirm.",
-                            args={"event": EVENT_OF[move.name], "tool": move.name,
-                                  "args": move.args, **move.extra})
-        if not view.state.startswith("writing"):
-            return view
-        self.steps.append((i, view.step))
-        view = yield Action(tool=move.name, args=move.call_args or move.args)
-        if view.state.startswith("writing"):
-            view = yield Action(tool="advance", args={"event": "withdrawn"})
-        return view
+    def writing(self, state: str) -> bool:
+        return state.startswith("writing")
 
 
 class Customer:

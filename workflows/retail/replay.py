@@ -16,13 +16,14 @@ nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from fsm import Action, View
+from fsm import Action
 from workflows.retail.database import MemoryRetail
 from workflows.retail.operations import WRITES
+from workflows.scripted import ScriptedDesk
 
 Kind = Literal["call", "write", "event"]
 #: The reads that need an authenticated customer, and those that find one.
@@ -168,59 +169,15 @@ def describe(tool: str, args: Mapping[str, Any]) -> str:
 ENDED = frozenset({"transferred_to_human", "done", "abandoned"})
 
 
-class Desk:
-    """A policy that carries out ``moves``, one action per step, then fires ``finish``.
+class Desk(ScriptedDesk):
+    """The retail desk's scripted policy: a write is proposed with ``propose``, listing it
+    to the customer, and runs in ``writing``."""
 
-    A write is proposed first (``propose``, listing it to the customer). Once the run is
-    in ``writing`` the write is called with its ``call_args`` (default: what was
-    proposed), and withdrawn if the run is still there after it (the write failed or
-    was refused). A refused or declined proposal is not written. What happened to each
-    move is in the run's event log.
-    """
+    ENDED = ENDED
 
-    def __init__(self, moves: Sequence[Move], *, finish: bool = True) -> None:
-        self.moves = list(moves)
-        self.finish = finish
-        #: ``(index of the move, step)`` of every action handed out for a move.
-        self.steps: list[tuple[int, int]] = []
-        self._script = self._run()
-        next(self._script)
-
-    def __call__(self, view: View) -> Action:
-        return self._script.send(view)
-
-    def steps_of(self, index: int) -> list[int]:
-        """The steps at which the move ``index`` acted (none: it never got to act)."""
-        return [step for i, step in self.steps if i == index]
-
-    def _run(self) -> Generator[Action, View, None]:
-        view: View = yield Action(final="")  # primed; never handed out
-        for i, move in enumerate(self.moves):
-            self.steps.append((i, view.step))
-            if move.kind == "call":
-                view = yield Action(tool=move.name, args=move.args)
-            elif move.kind == "event":
-                view = yield Action(tool="advance", args={"event": move.name, **move.args})
-            else:
-                view = yield from self._write(i, move, view)
-            if view.state in ENDED:
-                break
-        while True:  # the script is done: end the conversation (asked again if refused)
-            if self.finish:
-                yield Action(tool="advance", args={"event": "finish"})
-            else:
-                yield Action(final="Is there anything else I can help you with?")
-
-    def _write(self, i: int, move: Move, view: View) -> Generator[Action, View, View]:
-        view = yield Action(tool="advance", text=describe(move.name, move.args),
-                            args={"event": "propose", "tool": move.name, "args": move.args})
-        if view.state != "writing":
-            return view  # refused by the guard, or the customer did not say yes
-        self.steps.append((i, view.step))
-        view = yield Action(tool=move.name, args=move.call_args or move.args)
-        if view.state == "writing":
-            view = yield Action(tool="advance", args={"event": "withdrawn"})
-        return view
+    def proposal(self, move: Any) -> Action:
+        return Action(tool="advance", text=describe(move.name, move.args),
+                      args={"event": "propose", "tool": move.name, "args": move.args})
 
 
 # -- the scripted customer --------------------------------------------------------------------
