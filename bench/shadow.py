@@ -19,8 +19,6 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-# bench/ is kept off sys.path: bench/mcp.py would hide the MCP SDK the airline desk uses.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
 from fsm.registry import load_workflow, registered  # noqa: E402

@@ -58,8 +58,6 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-# bench/mcp.py must not shadow the mcp package that --tools mcp uses.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
 from fsm.errors import FSMError  # noqa: E402
@@ -421,15 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _airline(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    # Loaded by its path: bench/ is kept off sys.path (bench/mcp.py would hide the SDK).
-    import importlib.util
-
-    loader = importlib.util.spec_from_file_location("taubench_airline",
-                                                    HERE / "taubench_airline.py")
-    assert loader is not None and loader.loader is not None
-    airline = importlib.util.module_from_spec(loader)
-    sys.modules["taubench_airline"] = airline
-    loader.loader.exec_module(airline)
+    import taubench_airline as airline
 
     from workflows.airline import data as airline_data
 

@@ -18,8 +18,8 @@ The figure of interest is the gate's median against the raw median (the target: 
 1.3×). Medians of per-call times, over rounds in which each kind runs in turn; the
 arguments cycle over 30 dates, so the repetition rule never refuses a call.
 
-    python bench/mcp.py                 # 3 rounds of 100 calls of each kind
-    python bench/mcp.py --calls 20 --rounds 1   # quicker
+    python bench/mcp_calls.py                 # 3 rounds of 100 calls of each kind
+    python bench/mcp_calls.py --calls 20 --rounds 1   # quicker
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-# This file is bench/mcp.py: its folder must not shadow the mcp package it measures.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(ROOT))
 
 from fsm import Action, Budgets, Engine, Hooks, SQLiteStore, View, define_workflow  # noqa: E402
