@@ -134,12 +134,20 @@ def _jsonl(text: str, source: str, p: Path) -> Iterator[Recorded]:
 
 # -- one conversation -------------------------------------------------------------------------
 
+def _begun(doc: Any, source: str, where: str, what: str) -> Recorded:
+    """The record of one conversation ``doc`` (its id, else ``where``, and its task), or an
+    unreadable one when ``doc`` (``what``) is no object."""
+    if not isinstance(doc, dict):
+        return Recorded(source, where, unreadable=f"{what} is {type(doc).__name__}, not an "
+                        "object")
+    return Recorded(source, _text_id(doc.get("id"), where),
+                    task_id=None if doc.get("task_id") is None else str(doc["task_id"]))
+
+
 def _simulation(sim: Any, source: str, index: int) -> Recorded:
-    if not isinstance(sim, dict):
-        return Recorded(source, f"{source}#{index}",
-                        unreadable=f"simulation {index} is {type(sim).__name__}, not an object")
-    rec = Recorded(source, _text_id(sim.get("id"), f"{source}#{index}"),
-                   task_id=None if sim.get("task_id") is None else str(sim["task_id"]))
+    rec = _begun(sim, source, f"{source}#{index}", f"simulation {index}")
+    if rec.unreadable is not None:
+        return rec
     if "trial" in sim:
         rec.trial = _trial(sim["trial"], rec.notes)
     info = sim.get("reward_info")
@@ -166,11 +174,9 @@ def _checked_actions(checks: Any) -> tuple[dict[str, Any], ...]:
 
 
 def _chat(doc: Any, source: str, line: int) -> Recorded:
-    if not isinstance(doc, dict):
-        return Recorded(source, f"{source}:{line}",
-                        unreadable=f"line {line} is {type(doc).__name__}, not an object")
-    rec = Recorded(source, _text_id(doc.get("id"), f"{source}:{line}"),
-                   task_id=None if doc.get("task_id") is None else str(doc["task_id"]))
+    rec = _begun(doc, source, f"{source}:{line}", f"line {line}")
+    if rec.unreadable is not None:
+        return rec
     if "reward" in doc:
         rec.reward = _reward(doc["reward"], rec.notes)
     else:
