@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -17,23 +16,14 @@ from pathlib import Path
 
 from airline_env import airline_command
 from paths import ROOT
+from shadowkit import TRAJECTORIES, assert_meets_the_targets, reviewed
 
 from fsm.sandbox.shadow import replay_recorded
 from fsm.sandbox.shadow_read import read_file
-from fsm.sandbox.shadow_report import outcome_class
 from workflows.airline.workflow import SERVER_ENV
 from workflows.retail import SHADOW, build
 
-TRAJECTORIES = ROOT.parent / "shared" / "trajectories"
 RETAIL = TRAJECTORIES / "retail-gpt-4.1-mini.json"
-REVIEW = ROOT / "bench" / "shadow_review.md"
-#: A row of the review's table: simulation id, task, turn, call, class.
-ROW = re.compile(r"^\| ([0-9a-f-]{36}) \| (\d+) \| (\d+) \| (\w+) \| "
-                 r"(latent violation|false refusal) \|", re.M)
-
-
-def _reviewed() -> dict[tuple[str, int, str], str]:
-    return {(m[1], int(m[3]), m[4]): m[5] for m in ROW.finditer(REVIEW.read_text())}
 
 
 def test_the_retail_file_replays_whole_and_every_refusal_in_a_pass_is_reviewed() -> None:
@@ -41,18 +31,7 @@ def test_the_retail_file_replays_whole_and_every_refusal_in_a_pass_is_reviewed()
         f"{RETAIL} is missing: it is τ²-bench's retail leaderboard file (see "
         "../shared/trajectories/README.md); put it there, read-only, to run this test")
     outcomes = replay_recorded(build(), read_file(RETAIL), SHADOW)
-    assert len(outcomes) == 114
-    passed = [o for o in outcomes if outcome_class(o.reward) == "passed"]
-    assert len(passed) == 96
-    unmapped = [o for o in outcomes if o.verdict in ("unmappable", "unreadable")]
-    assert len(unmapped) <= 0.05 * len(outcomes) and all(o.reason for o in unmapped)
-    assert all(r.rule for o in outcomes for r in o.refusals)
-    reviewed = _reviewed()
-    refused = {(o.simulation_id, o.refusal.turn, o.refusal.tool)
-               for o in passed if o.refusal is not None}
-    assert refused <= set(reviewed), f"not reviewed: {sorted(refused - set(reviewed))}"
-    false = [k for k in refused if reviewed[k] == "false refusal"]
-    assert len(false) <= 0.02 * len(passed), false
+    assert_meets_the_targets(outcomes, 114, 96, reviewed())
 
 
 def test_make_shadow_runs_each_file_whose_desk_exists_and_skips_the_others(
