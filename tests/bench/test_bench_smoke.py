@@ -4,17 +4,15 @@ figures (the peers' environments are never installed here), and ``bench/imports.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from paths import ROOT
+from paths import ROOT, bench_script
 
 
 def test_the_quick_benchmark_reports_every_figure(tmp_path: Path) -> None:
@@ -55,7 +53,7 @@ def test_the_audited_floor_writes_a_log_the_audit_accepts(tmp_path: Path) -> Non
     from fsm.auditor.audit import audit
     from fsm.store.schema import MIGRATIONS
 
-    steps = _load("steps")
+    steps = bench_script("steps")
     with SQLiteStore(str(tmp_path / "fsm.db"), synchronous="OFF") as store:
         steps.drive(store, 12)
     steps.floor(tmp_path / "fsm.db", tmp_path / "audited.db", "OFF", encode=True)
@@ -73,17 +71,6 @@ def test_the_audited_floor_writes_a_log_the_audit_accepts(tmp_path: Path) -> Non
 
 
 # -- bench/peers.py: the fsm side for real, the peers' pure parts on synthetic figures ---------
-
-def _load(name: str) -> ModuleType:
-    """A script of bench/ as a module (bench/ is not a package)."""
-    key = f"bench_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.spec_from_file_location(key, ROOT / "bench" / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        sys.modules[key] = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(sys.modules[key])
-    return sys.modules[key]
-
 
 def test_the_peer_harness_measures_fsm_without_installing_anything(tmp_path: Path) -> None:
     out = tmp_path / "peers.json"
@@ -119,7 +106,7 @@ def test_the_peer_harness_measures_fsm_without_installing_anything(tmp_path: Pat
 ])
 def test_bad_peer_arguments_give_one_error_line(argv: list[str], fragment: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    peers = _load("peers")
+    peers = bench_script("peers")
     assert peers.main(argv) == 2
     err = capsys.readouterr().err
     assert err == f"error: {fragment}\n"
@@ -137,7 +124,7 @@ def _synthetic() -> dict[str, dict[str, list[dict[str, Any]]]]:
 
 
 def test_summary_table_and_plot_series_from_synthetic_figures() -> None:
-    peers = _load("peers")
+    peers = bench_script("peers")
     result = peers.summarise(_synthetic(), "FULL", "3.40.1")
     fsm10 = result["systems"]["fsm"]["10"]
     assert fsm10["ms_per_round"] == 2.0 and fsm10["samples"] == 2  # the median of 1 and 3
@@ -162,7 +149,7 @@ def test_summary_table_and_plot_series_from_synthetic_figures() -> None:
 
 
 def test_each_peer_runs_in_its_own_environment_and_fsm_in_this_one() -> None:
-    peers = _load("peers")
+    peers = bench_script("peers")
     assert peers.interpreter(peers.SYSTEMS["fsm"]) == Path(sys.executable)
     for name in ("langgraph", "burr"):
         system = peers.SYSTEMS[name]

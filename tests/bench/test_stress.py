@@ -3,28 +3,17 @@ times beside CPU burners and counts every failure with the run it happened in.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
-from paths import ROOT
-
-
-def _stress() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("stress", ROOT / "bench" / "stress.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["stress"] = module
-    spec.loader.exec_module(module)
-    return module
+from paths import bench_script
 
 
 def test_every_failure_is_counted_with_its_run_and_the_burners_are_stopped(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "pytest.ini").write_text("[pytest]\n")
@@ -32,7 +21,7 @@ def test_every_failure_is_counted_with_its_run_and_the_burners_are_stopped(
         "def test_passes():\n    pass\n\n"
         "def test_fails():\n    assert 1 == 2\n")
     out = tmp_path / "stress.json"
-    stress = _stress()
+    stress = bench_script("stress")
     burners: list[int] = []
     real = stress.burners
 
@@ -49,7 +38,7 @@ def test_every_failure_is_counted_with_its_run_and_the_burners_are_stopped(
                 cm.__exit__(*exc)
         return Wrap()
 
-    stress.burners = counted
+    monkeypatch.setattr(stress, "burners", counted)
     code = stress.main(["--runs", "2", "--burners", "1", "--workers", "0", "--marker", "",
                         "--json-out", str(out), "--logs", str(tmp_path / "logs"), "--",
                         str(suite), "-c",
@@ -71,6 +60,6 @@ def test_every_failure_is_counted_with_its_run_and_the_burners_are_stopped(
 
 def test_bad_arguments_exit_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
-        _stress().main(["--runs", "0"])
+        bench_script("stress").main(["--runs", "0"])
     assert exited.value.code == 2
     assert "--runs must be at least 1" in capsys.readouterr().err

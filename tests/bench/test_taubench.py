@@ -5,32 +5,19 @@ CI (``make taubench``, called by ``.ci/run``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from paths import ROOT
+from paths import ROOT, bench_script
 
 from workflows.retail import build, data
 from workflows.retail.runner import Bench
 from workflows.retail.violations import CLASSES, attempts
 from workflows.retail.workflow import TOOLS_BY_STATE
-
-
-def _bench() -> ModuleType:
-    if "bench_taubench" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_taubench",
-                                                      ROOT / "bench" / "taubench.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_taubench"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_taubench"]
 
 
 def _quick(tmp_path: Path, *extra: str) -> tuple[subprocess.CompletedProcess[str], Any]:
@@ -47,8 +34,8 @@ def test_the_quick_benchmark_matches_every_task_and_refuses_every_violation(
         tmp_path: Path) -> None:
     proc, result = _quick(tmp_path, "--quick")
     s = result["summary"]
-    assert s["tasks"] == s["matched"] == len(_bench().QUICK)
-    assert [r["task"] for r in result["tasks"]] == list(_bench().QUICK)
+    assert s["tasks"] == s["matched"] == len(bench_script("taubench").QUICK)
+    assert [r["task"] for r in result["tasks"]] == list(bench_script("taubench").QUICK)
     for cls, c in s["violations"].items():
         assert c["tasks"] > 0, cls
         assert c["attempts"] == c["refused"] > 0, (cls, c)
@@ -120,14 +107,14 @@ def test_a_desk_that_lets_writes_through_is_reported(tmp_path: Path) -> None:
     task = next(t for t in data.tasks() if t["id"] == "16")  # its first write is a cancel
     [attempt] = attempts(task, ["write_without_yes"])
     with Bench(str(tmp_path / "weak.db"), spec=weak) as bench:
-        row = _bench().violation(bench, attempt)
+        row = bench_script("taubench").violation(bench, attempt)
     assert row["refused"] < row["attempts"] and not row["database_unchanged"]
     assert not row["moves"][0]["refused"]
 
 
 @pytest.mark.parametrize("cls", list(CLASSES))
 def test_each_class_applies_to_some_quick_task(cls: str) -> None:
-    generated = [a for t in data.tasks() if t["id"] in _bench().QUICK
+    generated = [a for t in data.tasks() if t["id"] in bench_script("taubench").QUICK
                  for a in attempts(t, [cls])]
     assert any(a.not_applicable is None and a.violating for a in generated), cls
 
@@ -163,7 +150,7 @@ def test_a_task_that_stops_matching_fails_the_benchmark(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``make taubench`` in CI fails when a task no longer reaches its expected database,
     not only when a violation gets through."""
-    bench = _bench()
+    bench = bench_script("taubench")
     real = bench.run
 
     def one_unmatched(*args: Any, **kwargs: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from paths import ROOT
+from paths import ROOT, bench_script
 
 from workflows.retail import data
 from workflows.retail.mcp import build_over_mcp
@@ -50,7 +50,7 @@ def test_a_violating_read_the_gate_lets_through_is_seen_in_the_servers_log(
     another customer's order reaches the server, and its call log says so."""
     import dataclasses
 
-    bench_module = _bench()
+    bench_module = bench_script("taubench")
     strict = build_over_mcp(tmp_path / "state")
     loose = strict.model_copy(update={"tools": {
         **strict.tools,
@@ -62,16 +62,3 @@ def test_a_violating_read_the_gate_lets_through_is_seen_in_the_servers_log(
     with McpBench(str(tmp_path / "runs.db"), str(tmp_path / "state"), spec=loose) as bench:
         row = bench_module.violation(bench, attempt)
     assert row["reached_server"] == 1 and row["server_log_matches"]
-
-
-def _bench():  # type: ignore[no-untyped-def]
-    import importlib.util
-
-    if "bench_taubench" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_taubench",
-                                                      ROOT / "bench" / "taubench.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["bench_taubench"] = module
-        spec.loader.exec_module(module)
-    return sys.modules["bench_taubench"]

@@ -4,15 +4,13 @@ a test added or removed without measuring again fails here."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
-from paths import ROOT
+from paths import ROOT, bench_script
 
 #: Prints how many tests pytest collects, and how many of them are in the core.
 COUNTER = '''
@@ -24,17 +22,8 @@ def pytest_collection_finish(session):
 '''
 
 
-def _figures() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("suite_figures",
-                                                  ROOT / "bench" / "suite_figures.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_both_pages_say_what_suite_json_records() -> None:
-    figures = _figures()
+    figures = bench_script("suite_figures")
     recorded = json.loads(figures.FIGURES.read_text())
     block = f"{figures.START}\n{figures.render(recorded)}\n{figures.END}"
     for page in figures.PAGES:
@@ -44,7 +33,7 @@ def test_both_pages_say_what_suite_json_records() -> None:
 
 
 def test_the_recorded_counts_are_the_tests_collected_now(tmp_path: Path) -> None:
-    figures = _figures()
+    figures = bench_script("suite_figures")
     recorded = json.loads(figures.FIGURES.read_text())
     (tmp_path / "fsm_count_tests.py").write_text(COUNTER.format(left_out=figures.CORE_LEAVES_OUT))
     proc = subprocess.run(
@@ -60,7 +49,7 @@ def test_the_recorded_counts_are_the_tests_collected_now(tmp_path: Path) -> None
 
 
 def test_a_summary_line_is_read_and_a_failed_run_is_refused() -> None:
-    figures = _figures()
+    figures = bench_script("suite_figures")
     assert figures.summary("....\n1579 passed, 324 deselected in 200.51s (0:03:20)\n") == (
         "1579 passed, 324 deselected in 200.51s (0:03:20)", 1579, 200.51)
     # Only this record's own checks may fail in the run that measures it (the record
@@ -85,7 +74,7 @@ def test_a_ci_log_gives_make_test_and_the_first_core_run_with_their_pythons() ->
            "1700 passed, 400 deselected in 250.00s (0:04:10)\n"
            "== make test-core with /opt/py/bin/python3.13 (at 800 s)\n...\n"
            "1700 passed, 400 deselected in 260.00s (0:04:20)\n== make taubench (at 1100 s)\n")
-    figures = _figures().from_ci(log)
+    figures = bench_script("suite_figures").from_ci(log)
     assert (figures["tests"], figures["seconds"], figures["python"]) == (2100, 400.1, "3.11")
     assert (figures["core_tests"], figures["core_seconds"], figures["core_python"]) == (
         1700, 250.0, "3.12")
