@@ -22,6 +22,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "bench" / "suite.json"
@@ -99,18 +100,18 @@ def from_ci(log: str) -> dict[str, object]:
     return record(all_out, core_out, python, core_python)
 
 
-def render(f: dict[str, object]) -> str:
+def render(f: dict[str, Any]) -> str:
     """The paragraph both pages carry, from the recorded figures."""
-    tests, core = int(f["tests"]), int(f["core_tests"])  # type: ignore[call-overload]
+    tests, core = int(f["tests"]), int(f["core_tests"])
     return (
         f"`make test` runs all of it: {tests:,} tests, {tests - core:,} of them the "
         "PostgreSQL, worker, inbox and browser tests, in one process per core "
         "(pytest-xdist; every test has its own folder, database schema, ports and "
         f"servers). Last measured on the shared {f['cores']}-core machine "
         f"({f['measured']}, Python {f['python']}), it took "
-        f"{float(f['seconds']):.0f} s. `make test-core` leaves "  # type: ignore[arg-type]
+        f"{float(f['seconds']):.0f} s. `make test-core` leaves "
         f"those {tests - core:,} out (`pytest -m \"{CORE}\"`): {core:,} tests in "
-        f"{float(f['core_seconds']):.0f} s (Python {f['core_python']}). "  # type: ignore[arg-type]
+        f"{float(f['core_seconds']):.0f} s (Python {f['core_python']}). "
         "`make figures` measures both again and rewrites this paragraph; a test checks "
         "that its counts are the tests that exist.")
 
