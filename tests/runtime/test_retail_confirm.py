@@ -43,8 +43,10 @@ def test_the_customer_is_shown_the_call_bound_to_the_yes_not_the_models_words() 
     with Engine(build(db), MemoryStore(), policy) as engine:
         run = talk(engine, engine.start_conversation("cancel an order", user="o").run,
                    customer)
-    assert shown == [confirmation_text("cancel_pending_order", CANCEL_B, {})]
-    assert ORDER_B in shown[0] and ORDER_A not in shown[0]
+    assert len(shown) == 1 and shown[0].startswith(
+        f"Cancel order {ORDER_B} (reason: no longer needed); its payment of $2,198.09 is "
+        "refunded")
+    assert ORDER_A not in shown[0]
     # The customer said no to what they were shown: order B was not cancelled.
     assert db.call("get_order_details", {"order_id": ORDER_B})["status"] == "pending"
     assert db.writes() == [] and run.status == "done"
@@ -184,3 +186,67 @@ def test_a_gift_card_short_of_a_price_difference_is_refused_before_the_customer_
         *propose_then_write("modify_pending_order_items", args)])
     assert why.endswith("gift card 'gift_card_7794233' holds $56.00, short of the price "
                         "difference $142.32")
+
+
+def shown_for(db: MemoryRetail, actions: list[dict[str, Any]]) -> list[str]:
+    """What a customer who says no to everything is shown, in order."""
+    shown: list[str] = []
+
+    def customer(request: Any) -> str:
+        shown.append(request.message)
+        return "no"
+
+    with Engine(build(db), MemoryStore(), ScriptedPolicy([AUTH, *actions])) as engine:
+        talk(engine, engine.start_conversation("change", user="o").run, customer)
+    assert db.writes() == []
+    return shown
+
+
+def propose(tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"tool": "advance", "text": "Shall I?",
+            "args": {"event": "propose", "tool": tool, "args": args}}
+
+
+def test_the_customer_is_shown_the_amounts_of_the_call_from_the_rows_read() -> None:
+    """Each write that moves money names the amount, computed by fsm from what the run read
+    (τ²-bench's prices: order B's item 1355937109 is $1,985.30, its variant 4510078629
+    $2,127.62; order A was paid $663.85)."""
+    db = MemoryRetail()
+    swap = {"order_id": ORDER_B, "item_ids": ["1355937109"], "new_item_ids": ["4510078629"],
+            "payment_method_id": CARD}
+    back = {**swap, "item_ids": ["4510078629"], "new_item_ids": ["1355937109"]}
+    product = {"tool": "get_product_details", "args": {"product_id": "6066914160"}}
+    shown = shown_for(db, [
+        read(ORDER_A), read(ORDER_B), product,
+        propose("cancel_pending_order", {"order_id": ORDER_A, "reason": "no longer needed"}),
+        propose("modify_pending_order_payment", {"order_id": ORDER_A,
+                                                 "payment_method_id": CARD}),
+        propose("modify_pending_order_items", swap), FINISH])
+    assert "its payment of $663.85 is refunded" in shown[0]
+    assert f"Pay pending order {ORDER_A} ($663.85) with {CARD} instead" in shown[1]
+    assert f"you pay the price difference of $142.32 with {CARD}" in shown[2]
+    # Without the new item's price read, no amount is made up.
+    unread = shown_for(MemoryRetail(), [read(ORDER_B),
+                                        propose("modify_pending_order_items", swap), FINISH])
+    assert "the new items' prices were not read" in unread[0] and "$" not in unread[0]
+    from workflows.retail.rules import order_summary, variants
+    facts = {"orders": {ORDER_B: order_summary({**db.call("get_order_details",
+                                                          {"order_id": ORDER_B}),
+                                                "items": [{"item_id": "4510078629",
+                                                           "product_id": "6066914160",
+                                                           "price": 2127.62}]})},
+             "variants": variants(db.call("get_product_details",
+                                          {"product_id": "6066914160"}))}
+    assert "the price difference of $142.32 is refunded to" in confirmation_text(
+        "modify_pending_order_items", back, facts)
+
+
+def test_a_return_names_the_refund_of_the_items_returned() -> None:
+    db = MemoryRetail()
+    order = db.call("get_order_details", {"order_id": DELIVERED})
+    items = [i["item_id"] for i in order["items"][:2]]
+    total = sum(round(i["price"] * 100) for i in order["items"][:2])
+    shown = shown_for(db, [read(DELIVERED), propose(
+        "return_delivered_order_items",
+        {"order_id": DELIVERED, "item_ids": items, "payment_method_id": PAYPAL}), FINISH])
+    assert f"the refund of ${total // 100:,}.{total % 100:02d} goes to {PAYPAL}" in shown[0]

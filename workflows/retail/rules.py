@@ -196,11 +196,39 @@ def refused_anyway(facts: Mapping[str, Any], tool: str, args: Mapping[str, Any],
     return None
 
 
+def items_total(order: Mapping[str, Any], item_ids: Any) -> int | None:
+    """The price in cents of the order's items ``item_ids`` (each as often as it is
+    named), or ``None`` when one of them is not an item of the order as read."""
+    items = order.get("items") or {}
+    total = 0
+    for item in item_ids or []:
+        price = (items.get(item) or [None, None])[1]
+        if price is None:
+            return None
+        total += price
+    return total
+
+
+def swap_difference(facts: Mapping[str, Any], args: Mapping[str, Any],
+                    order: Mapping[str, Any]) -> int | None:
+    """What a swap costs the customer in cents (the new items' prices less the old ones';
+    negative: a refund), or ``None`` when a price is not known from what the run read."""
+    known = facts.get("variants") or {}
+    old_items = order.get("items") or {}
+    diff = 0
+    for old, new in zip(args.get("item_ids") or [], args.get("new_item_ids") or [],
+                        strict=False):
+        was, now = old_items.get(old), known.get(new)
+        if was is None or now is None or None in (was[1], now[1]):
+            return None
+        diff += now[1] - was[1]
+    return diff
+
+
 def _swap_refused(facts: Mapping[str, Any], args: Mapping[str, Any], order: Mapping[str, Any],
                   methods: Mapping[str, int | None] | None) -> str | None:
     known = facts.get("variants") or {}
     old_items = order.get("items") or {}
-    diff: int | None = 0
     for old, new in zip(args.get("item_ids") or [], args.get("new_item_ids") or [],
                         strict=False):
         was, now = old_items.get(old), known.get(new)
@@ -209,8 +237,7 @@ def _swap_refused(facts: Mapping[str, Any], args: Mapping[str, Any], order: Mapp
             return (f"item {new} is a variant of product {now[0]}, not of item {old}'s "
                     f"product {was[0]}; an item is swapped only for a variant of its own "
                     "product")
-        diff = None if diff is None or was is None or now is None or None in (
-            was[1], now[1]) else diff + now[1] - was[1]
+    diff = swap_difference(facts, args, order)
     balance = (methods or {}).get(str(args.get("payment_method_id")))
     if diff is not None and balance is not None and balance < diff:
         return (f"gift card {args.get('payment_method_id')!r} holds ${balance / 100:.2f}, "
