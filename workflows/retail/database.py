@@ -14,11 +14,15 @@ refuse by raising: the policy is checked against the rows the write will change.
 :func:`open_retail` picks the backend: ``postgresql://...``, a SQLite path or
 ``sqlite:///path``, or ``""``/``":memory:"`` for one in this process
 (:class:`MemoryRetail`, which the benchmark also uses for its expected databases).
+The tables are filled from τ²-bench's pinned ``db.json``, or from any database of its
+retail schema (``open_retail(location, data=load(PATH))``, or ``FSM_RETAIL_DATA=PATH``
+for the registered desk; :mod:`workflows.retail.data`).
 """
 
 from __future__ import annotations
 
 from workflows.retail.base import Check, RetailDatabase, initial_rows
+from workflows.retail.data import RetailData, configured
 from workflows.retail.memory import MemoryRetail
 from workflows.retail.sql import PostgresRetail, SQLiteRetail
 
@@ -26,10 +30,12 @@ __all__ = ["Check", "MemoryRetail", "PostgresRetail", "RetailDatabase", "SQLiteR
            "initial_rows", "open_retail"]
 
 
-def open_retail(location: str) -> RetailDatabase:
-    """The retail database at ``location``: the runs' own database, or one in memory."""
+def open_retail(location: str, data: RetailData | None = None) -> RetailDatabase:
+    """The retail database at ``location`` (the runs' own database, or one in memory),
+    filled from ``data`` (default: ``$FSM_RETAIL_DATA``'s file, else the pinned one)."""
+    data = data or configured()
     if location.startswith(("postgresql://", "postgres://")):
-        return PostgresRetail(location)
+        return PostgresRetail(location, data=data)
     if location in ("", ":memory:"):
-        return MemoryRetail()
-    return SQLiteRetail(location.removeprefix("sqlite:///"))
+        return MemoryRetail(data=data)
+    return SQLiteRetail(location.removeprefix("sqlite:///"), data=data)

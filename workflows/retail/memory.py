@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 from workflows.retail.base import RetailDatabase, doc_text, initial_rows, user_keys
+from workflows.retail.data import RetailData, pinned
 from workflows.retail.operations import OPERATIONS, modify_pending_order_items
 from workflows.retail.shapes import Doc
 
@@ -67,14 +68,16 @@ class _MemoryTx:
 
 
 class MemoryRetail(RetailDatabase):
-    """The retail database in this process, fresh from the pinned data.
+    """The retail database in this process, fresh from ``data`` (default: the pinned one).
 
     ``upstream_price_bug=True`` runs ``modify_pending_order_items`` as τ²-bench's tool
     does (see :mod:`workflows.retail.operations`), to compare with its expected databases.
     """
 
-    def __init__(self, path: str = ":memory:", *, upstream_price_bug: bool = False) -> None:
+    def __init__(self, path: str = ":memory:", *, data: RetailData | None = None,
+                 upstream_price_bug: bool = False) -> None:
         self.path = path
+        self.data = data or pinned()
         if upstream_price_bug:
             self.operations = {**OPERATIONS, "modify_pending_order_items": partial(
                 modify_pending_order_items, upstream_price_bug=True)}
@@ -82,8 +85,8 @@ class MemoryRetail(RetailDatabase):
         self.reset()
 
     def reset(self) -> None:
-        """Back to the pinned data: every write forgotten."""
-        products, items, users, orders = initial_rows()
+        """Back to the data it was filled from: every write forgotten."""
+        products, items, users, orders = initial_rows(self.data)
         self._products = {row[0]: row[3] for row in products}
         self._product_names = {row[2]: row[0] for row in products}
         self._items = dict(items)

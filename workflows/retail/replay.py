@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from fsm import Action
+from workflows.retail.data import RetailData
 from workflows.retail.database import MemoryRetail
 from workflows.retail.operations import WRITES
 from workflows.scripted import ScriptedDesk
@@ -55,15 +56,17 @@ def reference(task: Mapping[str, Any]) -> list[dict[str, Any]]:
     return list(task["evaluation_criteria"].get("actions") or [])
 
 
-def expected_db(task: Mapping[str, Any], *, upstream_price_bug: bool = False) -> MemoryRetail:
-    """A fresh database with the task's reference actions applied by the tool functions."""
-    db = MemoryRetail(upstream_price_bug=upstream_price_bug)
+def expected_db(task: Mapping[str, Any], *, data: RetailData | None = None,
+                upstream_price_bug: bool = False) -> MemoryRetail:
+    """A fresh database (of ``data``; default: the pinned one) with the task's reference
+    actions applied by the tool functions."""
+    db = MemoryRetail(data=data, upstream_price_bug=upstream_price_bug)
     apply(db, reference(task))
     return db
 
 
-def expected_hash(task: Mapping[str, Any]) -> str:
-    return expected_db(task).hash()
+def expected_hash(task: Mapping[str, Any], data: RetailData | None = None) -> str:
+    return expected_db(task, data=data).hash()
 
 
 def apply(db: MemoryRetail, actions: Sequence[Mapping[str, Any]]) -> list[str | None]:
@@ -80,7 +83,7 @@ def apply(db: MemoryRetail, actions: Sequence[Mapping[str, Any]]) -> list[str | 
 
 def customer_of(task: Mapping[str, Any], db: MemoryRetail) -> str | None:
     """The task's customer: the user its reference finds, or whose orders it touches."""
-    scratch = MemoryRetail()
+    scratch = MemoryRetail(data=db.data)
     for a in reference(task):
         args = a["arguments"]
         if a["name"] in FINDS:
@@ -108,9 +111,10 @@ def identify(db: MemoryRetail, user_id: str) -> Move:
                 inserted="authentication")
 
 
-def plan(task: Mapping[str, Any]) -> list[Move]:
-    """What a policy-keeping desk does for ``task`` (see the module's docstring)."""
-    scratch = MemoryRetail()  # the reference applied as the plan goes, to know who is found
+def plan(task: Mapping[str, Any], data: RetailData | None = None) -> list[Move]:
+    """What a policy-keeping desk does for ``task`` on the database ``data`` (default: the
+    pinned one; see the module's docstring)."""
+    scratch = MemoryRetail(data=data)  # the reference applied as the plan goes
     user = customer_of(task, scratch)
     moves: list[Move] = []
     authenticated, read, profile = False, set(), False

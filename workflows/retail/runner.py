@@ -2,7 +2,7 @@
 
 :class:`Bench` holds one store and the retail database in the same database (a SQLite
 file or PostgreSQL), the way runs of one database share it. :meth:`Bench.run` resets the
-retail tables to the pinned data, starts a conversation, drives it with a
+retail tables to the data they were filled from, starts a conversation, drives it with a
 :class:`~workflows.retail.replay.Desk` and answers with a customer until it ends, and
 returns a :class:`Report` read from the run's hash-chained log: its refusals, the tools'
 errors, the steps, the time, and the bytes the run's rows take in the store.
@@ -130,10 +130,11 @@ class Bench:
         self.db.reset()
 
     def expected_hash(self, writes: Sequence[tuple[str, dict[str, Any]]]) -> str:
-        """The hash of a fresh database with ``writes`` (tool, arguments) applied."""
+        """The hash of a fresh database (of the bench's data) with ``writes`` (tool,
+        arguments) applied."""
         from workflows.retail.database import MemoryRetail
 
-        db = MemoryRetail()
+        db = MemoryRetail(data=self.db.data)
         for tool, args in writes:
             db.call(tool, args)
         return db.hash()

@@ -3,7 +3,9 @@
 One row per document (JSON text, money in cents); the users' lookup columns (email, name,
 zip) kept beside their document; ``retail_writes`` recording each write under its
 idempotency key in the write's own transaction. The first process that opens the tables
-fills them from the pinned ``db.json``.
+fills them from its data (the pinned ``db.json`` unless it is given another database of the
+schema, :mod:`workflows.retail.data`) and records which; opening them with other data is
+refused in one line.
 
 Their sessions wait no longer than fsm's own: SQLite for ``FSM_SQLITE_BUSY_TIMEOUT``
 seconds; every PostgreSQL session with the statement, lock and idle-in-transaction
@@ -26,8 +28,8 @@ from typing import Any
 from fsm.errors import StoreError, StoreUnavailable, Unavailable, is_transient
 from fsm.settings import Settings
 from fsm.store.pg_session import Timeouts, failure, session_kwargs
-from workflows.retail import data
 from workflows.retail.base import RetailDatabase, doc_text, initial_rows, user_keys
+from workflows.retail.data import DataInvalid, RetailData, pinned
 from workflows.retail.shapes import Doc
 
 _TABLES = """
@@ -181,14 +183,24 @@ class _SQLRetail(RetailDatabase):
                  "result": json.loads(r[3])} for r in rows]
 
     def _seed(self, conn: Any) -> None:
-        """Fill the tables from the pinned data, once (the caller holds the write lock)."""
+        """Fill the tables from :attr:`data`, once (the caller holds the write lock); tables
+        filled from other data are refused."""
         cur = conn.execute("SELECT value FROM retail_meta WHERE name = 'data'").fetchone()
         if cur is not None:
+            self._same_data(cur[0])
             return
-        for sql, rows in zip(_INSERTS, initial_rows(), strict=True):
+        for sql, rows in zip(_INSERTS, initial_rows(self.data), strict=True):
             conn.cursor().executemany(self._sql(sql), rows)
         conn.execute(self._sql("INSERT INTO retail_meta VALUES ('data', ?)"),
-                     (f"{data.PACKAGE} {data.VERSION} db.json {data.PINS['db.json']}",))
+                     (self.data.label,))
+
+    def _same_data(self, recorded: str) -> None:
+        """Refuse tables that record other data than :attr:`data` (by SHA-256)."""
+        if recorded.rsplit(" ", 1)[-1] != self.data.sha256:
+            raise DataInvalid(
+                f"retail database {getattr(self, 'name', self.path)!r}: its tables were "
+                f"filled from {recorded}, not from {self.data.label}; open them with that "
+                f"data (FSM_RETAIL_DATA), or give this data a database of its own")
 
 
 class SQLiteRetail(_SQLRetail):
@@ -197,8 +209,10 @@ class SQLiteRetail(_SQLRetail):
     ``busy_timeout`` is the seconds a statement waits for another connection's write
     lock (default: ``FSM_SQLITE_BUSY_TIMEOUT``)."""
 
-    def __init__(self, path: str, *, busy_timeout: float | None = None) -> None:
+    def __init__(self, path: str, *, data: RetailData | None = None,
+                 busy_timeout: float | None = None) -> None:
         self.path = path
+        self.data = data or pinned()
         self.busy_timeout = Settings.load().sqlite_busy_timeout if busy_timeout is None \
             else busy_timeout
         self._lock = threading.Lock()
@@ -232,7 +246,8 @@ class SQLiteRetail(_SQLRetail):
             self._db.execute("COMMIT")
 
     def reset(self) -> None:
-        """Back to the pinned data: every write forgotten (for benchmarks and tests)."""
+        """Back to the data it was filled from: every write forgotten (for benchmarks and
+        tests)."""
         with self._transaction(write=True, doing="reset") as tx:
             for table in _TRUNCATE:
                 tx.conn.execute(f"DELETE FROM {table}")
@@ -256,7 +271,8 @@ class PostgresRetail(_SQLRetail):
 
     mark = "%s"
 
-    def __init__(self, url: str, *, timeouts: Timeouts | None = None) -> None:
+    def __init__(self, url: str, *, data: RetailData | None = None,
+                 timeouts: Timeouts | None = None) -> None:
         import psycopg  # an optional extra: only a PostgreSQL database needs it
         from psycopg_pool import ConnectionPool
 
@@ -264,13 +280,17 @@ class PostgresRetail(_SQLRetail):
 
         self.path = url
         self.name = redact(url)
+        self.data = data or pinned()
         t = self.timeouts = timeouts or Timeouts.of(Settings.load())
         kwargs = session_kwargs(url, t, "fsm-retail")
         # A first connection of its own: a wrong URL fails here at once, with its reason.
         with self._reached("cannot open the tables"), psycopg.connect(
                 url, connect_timeout=max(1, int(t.connect)), **kwargs) as conn:
-            if not self._filled(conn):
-                initial_rows()  # made before the lock: the transaction never idles long
+            recorded = self._filled(conn)
+            if recorded is not None:
+                self._same_data(recorded)
+            else:
+                initial_rows(self.data)  # made before the lock: the transaction never idles
                 with conn.transaction():
                     self._locked(conn)
                     conn.execute(_TABLES + _PG_WRITES)
@@ -286,11 +306,14 @@ class PostgresRetail(_SQLRetail):
             raise
 
     @staticmethod
-    def _filled(conn: Any) -> bool:
-        """Whether the tables are there and filled already (read without the lock)."""
+    def _filled(conn: Any) -> str | None:
+        """What the tables were filled from, when they are there and filled already (read
+        without the lock); else ``None``."""
         found = conn.execute("SELECT to_regclass('retail_meta') IS NOT NULL").fetchone()
-        return bool(found and found[0] and conn.execute(
-            "SELECT 1 FROM retail_meta WHERE name = 'data'").fetchone())
+        if not (found and found[0]):
+            return None
+        row = conn.execute("SELECT value FROM retail_meta WHERE name = 'data'").fetchone()
+        return None if row is None else str(row[0])
 
     @staticmethod
     def _locked(conn: Any) -> None:
@@ -310,8 +333,9 @@ class PostgresRetail(_SQLRetail):
             yield _SQLTx(conn, "%s", " FOR UPDATE" if write else "")
 
     def reset(self) -> None:
-        """Back to the pinned data: every write forgotten (for benchmarks and tests)."""
-        initial_rows()
+        """Back to the data it was filled from: every write forgotten (for benchmarks and
+        tests)."""
+        initial_rows(self.data)
         with self._reached("reset"), self._pool.connection() as conn, conn.transaction():
             self._locked(conn)
             conn.execute("TRUNCATE " + ", ".join(_TRUNCATE))

@@ -12,6 +12,7 @@ and nothing runs after it.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fsm import Guard, ToolContext, WorkflowSpec, define_workflow
 from workflows.retail import rules
 from workflows.retail.confirm import PRESENTATION
+from workflows.retail.data import RetailData, load
 from workflows.retail.database import RetailDatabase, open_retail
 from workflows.retail.operations import CANCEL_REASONS, WRITES
 from workflows.retail.tools import DatabaseSource, tools
@@ -190,10 +192,23 @@ class _Resource:
         return db
 
 
+class _Opener:
+    """Opens the retail tables at a location, filled from one database of the schema."""
+
+    def __init__(self, data: RetailData | str | os.PathLike[str]) -> None:
+        self.data = data if isinstance(data, RetailData) else load(data)
+
+    def __call__(self, location: str) -> RetailDatabase:
+        return open_retail(location, self.data)
+
+
 def build(db: RetailDatabase | DatabaseSource | None = None, *,
+          data: RetailData | str | os.PathLike[str] | None = None,
           system_prompt: str = SYSTEM_PROMPT, **changes: Any) -> WorkflowSpec:
     """The retail desk over ``db`` (default: the retail tables of the database of the
-    store the run is driven on, opened by the runtime as the ``retail`` resource).
+    store the run is driven on, opened by the runtime as the ``retail`` resource and filled
+    from ``data``: a database of τ²-bench's retail schema, or the path of one; default:
+    ``$FSM_RETAIL_DATA``'s file, else the pinned one).
 
     ``changes`` replace arguments of ``define_workflow`` (tests change a table to see the
     verifier catch it)."""
@@ -216,7 +231,7 @@ def build(db: RetailDatabase | DatabaseSource | None = None, *,
         reply_ttl_seconds=REPLY_TTL_SECONDS, reply_expiry_event="unanswered",
         invariants=INVARIANTS, presentation=PRESENTATION,
         settings={"cancel_reasons": list(CANCEL_REASONS)},
-        resources={"retail": open_retail},
+        resources={"retail": open_retail if data is None else _Opener(data)},
     )
     tables.update(changes)
     return define_workflow(tables.pop("name", "retail"), **tables)
