@@ -65,6 +65,7 @@ EventKind = Literal[
     "ask",         # the run started to wait for its customer (the message or proposal shown)
     "reply",       # the run read a reply of its customer (the model reads it next)
     "unanswered",  # the customer did not reply in time: the workflow's expiry event fires
+    "opening",     # the customer's opening message fired a customer event (``interpret``)
     "claim",       # a write was claimed (committed before it runs): tool, arguments' hash,
                    # state and what it is bound to; its effect row carries this event's hash
     "unavailable", # the infrastructure failed a step (a lost connection, a timeout): the

@@ -15,11 +15,13 @@ class ScriptedDesk(ABC):
     """A policy that carries out ``moves``, one action per step, then fires ``finish``
     (or, ``finish=False``, only asks whether there is anything else).
 
-    A write is proposed first (:meth:`proposal`). Once the run is in a write state
-    (:meth:`writing`) the write is called with its ``call_args`` (default: what was
-    proposed), and withdrawn if the run is still there after it (the write failed or was
-    refused). A refused or declined proposal is not written. What happened to each move is
-    in the run's event log; ``steps`` says at which steps each move acted.
+    A ``call`` calls its tool, an ``event`` fires its event, a ``say`` says its text to the
+    customer (who answers it), and a write is proposed first (:meth:`proposal`). Once the
+    run is in a write state (:meth:`writing`) the write is called with its ``call_args``
+    (default: what was proposed), and withdrawn if the run is still there after it (the
+    write failed or was refused). A refused or declined proposal is not written. What
+    happened to each move is in the run's event log; ``steps`` says at which steps each
+    move acted.
     """
 
     #: The states where the conversation is over: the script stops there.
@@ -56,6 +58,8 @@ class ScriptedDesk(ABC):
                 view = yield Action(tool=move.name, args=move.args)
             elif move.kind == "event":
                 view = yield Action(tool="advance", args={"event": move.name, **move.args})
+            elif move.kind == "say":
+                view = yield Action(final=move.args["text"])
             else:
                 view = yield from self._write(i, move, view)
             if view.state in self.ENDED:

@@ -76,7 +76,7 @@ def _step(e: Event, walk: _Walk, s: Shape) -> list[str]:
                 f"runs in {s.initial!r}"]
     if e.kind == "decision" or (e.kind == "close" and e.detail.get("event")):
         walk.decided = e.step  # a person decided, or resumed the run from the desk
-    elif e.kind in ("reply", "unanswered") and e.event:
+    elif e.kind in ("reply", "unanswered", "opening") and e.event:
         walk.replied = (e.step, e.event)
     elif e.kind == "tool" and e.tool:
         walk.tool = e

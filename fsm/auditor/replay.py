@@ -114,7 +114,7 @@ def _judge(r: _Replay, e: Event) -> Iterator[str]:
                    f"{r.spec.initial!r}")
     elif e.kind == "decision":
         r.decided = e.step
-    elif e.kind in ("reply", "unanswered") and e.event:
+    elif e.kind in ("reply", "unanswered", "opening") and e.event:
         r.replied = (e.step, e.event)
     elif e.kind == "tool" and e.tool:
         yield from _call(r, e, where)

@@ -188,7 +188,9 @@ class Engine(Conversations):
         s.message(UserMessage.make(content=goal))
         s.event("start", state_after=run.state, detail={"user": user, **(meta or {})})
         s.token_hash = token_hash
-        s.entered(None)
+        # A conversation's opening message is the customer's first reply.
+        if token_hash is None or not s.read_opening(goal):
+            s.entered(None)
         run = s.create()
         return self.resume(run.run_id) if drive and run.status == "running" else run
 

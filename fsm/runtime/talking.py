@@ -102,6 +102,20 @@ class CustomerSteps:
             self._set(status="running", pending=None)
         self._after_reply(waiting, derived, confirmation)
 
+    def read_opening(self, text: str) -> bool:
+        """Read the customer's opening message as a reply to a plain question: when the
+        workflow's ``interpret`` makes an event of it that leaves the initial state, log it
+        (``opening``) and fire it. Whether it fired."""
+        derived = derived_event(self.ctx.spec, self.run.state, text, {})
+        if derived.failure is not None:
+            self.stop("failed", derived.failure)
+            return True
+        if derived.event is None:
+            return False
+        self.event("opening", event=derived.event,
+                   detail={"sha256": text_hash(text), "chars": len(text)})
+        return self.fire(derived.event, {}, by_model=False)
+
     def _after_reply(self, waiting: AwaitingCustomer | None, derived: Derived,
                      confirmation: Confirmation | None) -> None:
         if derived.failure is not None:

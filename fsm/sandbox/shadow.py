@@ -33,7 +33,8 @@ The rules (written for users in ``docs/how-to/shadow.md``):
    A workflow whose prose rules say ``greeting = True`` has the agent's opening
    greeting replayed, and the customer's first message given as the reply to it (read
    by the workflow's ``interpret`` like any other); otherwise the opening message is not
-   replayed and the customer's first message is the run's goal.
+   replayed and the customer's first message is the run's goal (which ``interpret`` reads
+   too, as every conversation's opening).
 3. **The end.** A run that stops (handed over, done) ends the replay: each later call is
    a refusal, since nothing runs after the end, except a repeat of the hand-over that
    ended it (the same tool, into a person's hands already), which is noted. The end of

@@ -21,8 +21,8 @@ def test_every_invariant_of_the_desk_is_proved() -> None:
            "per yes" in titles
     assert "nothing happens after `transfer_to_human_agents` runs" in titles
     assert "`get_order_details` runs only after `authenticated`" in titles
-    assert "`confirmed`, `not_confirmed`, `unanswered` are fired only by the customer's " \
-           "reply" in titles
+    assert "`confirmed`, `not_confirmed`, `unanswered`, `asked_for_human` are fired only by " \
+           "the customer's reply" in titles
 
 
 def _violated(spec: Any) -> dict[str, str]:

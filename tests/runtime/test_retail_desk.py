@@ -469,3 +469,80 @@ def test_a_conversation_on_postgresql(pg_url: str) -> None:
                 if e.kind == "tool" and e.tool == "cancel_pending_order"]
     finally:
         store.close()
+
+
+PROCESSED = "#W5353646"  # olivia_ito_3591's processed order: no write of the desk changes it
+TRANSFER = {"tool": "transfer_to_human_agents", "args": {"summary": "wants a human"}}
+OFFER = {"final": "I cannot do that here. Would you like a human agent?"}
+
+
+def transfer_run(opening: str, actions: list[dict[str, Any]], replies: list[str] = (),
+                 db: RetailDatabase | None = None) -> tuple[Any, Store]:
+    store = MemoryStore()
+    policy = ScriptedPolicy(actions)
+    with Engine(build(db or MemoryRetail()), store, policy) as engine:
+        run = talk(engine, engine.start_conversation(opening, user="olivia").run,
+                   ScriptedCustomer(list(replies)))
+    return run, store
+
+
+def test_a_transfer_nobody_asked_for_is_refused_while_the_desk_could_act() -> None:
+    """The policy: "transfer the user to a human agent if and only if the request cannot
+    be handled within the scope of your actions". A desk that could still act (its
+    customer's pending order read, nothing done for them) and was not asked for a human
+    is refused the transfer; once the customer asks, in their words, it runs."""
+    from fsm.auditor.audit import audit
+
+    run, store = transfer_run("I want to cancel my order", [
+        AUTH, read(PENDING), TRANSFER, OFFER, TRANSFER, FINISH],
+        replies=["Yes, please get me a human agent."])
+    assert refusals(store, run.run_id) == [
+        "'transfer_to_human_agents' refused: the customer has not asked for a human agent, "
+        "and the desk has neither acted for "
+        "them nor read an order it cannot change: help them with the desk's own actions, "
+        "or tell them what you cannot do and ask whether they want a human agent; nothing "
+        "ran"]
+    assert (run.status, run.state) == ("handed_over", "transferred_to_human")
+    fired = [(e.kind, e.event) for e in store.events(run.run_id) if e.event]
+    assert ("reply", "asked_for_human") in fired and ("transition", "asked_for_human") in fired
+    assert audit(store, run.run_id).ok
+
+    # A plain yes to the desk's offer is not an ask: the transfer stays refused.
+    run, store = transfer_run("I want to cancel my order", [
+        AUTH, read(PENDING), OFFER, TRANSFER, FINISH], replies=["yes"])
+    assert run.status == "done" and len(refusals(store, run.run_id)) == 1
+
+
+def test_a_transfer_passes_when_the_desk_cannot_act_or_has_acted_or_was_asked() -> None:
+    # An order of theirs in a status none of the desk's writes changes.
+    run, store = transfer_run("undo something", [AUTH, read(PROCESSED), TRANSFER])
+    assert run.state == "transferred_to_human" and refusals(store, run.run_id) == []
+    # After a write done for them, the rest is outside the desk's actions.
+    cancel = {"order_id": PENDING, "reason": "no longer needed"}
+    db = MemoryRetail()
+    run, store = transfer_run("cancel, then a question", [
+        AUTH, read(PENDING), propose("cancel_pending_order", **cancel),
+        call("cancel_pending_order", **cancel), TRANSFER], replies=["yes"], db=db)
+    assert run.state == "transferred_to_human" and refusals(store, run.run_id) == []
+    assert [w["tool"] for w in db.writes()] == ["cancel_pending_order"]
+    # Asked in the opening message, before anything else.
+    from fsm.auditor.audit import audit
+
+    run, store = transfer_run("Please transfer me to a representative.", [TRANSFER])
+    assert run.state == "transferred_to_human" and refusals(store, run.run_id) == []
+    opening = [e for e in store.events(run.run_id) if e.kind == "opening"]
+    assert [e.event for e in opening] == ["asked_for_human"]
+    assert audit(store, run.run_id).ok
+
+
+@pytest.mark.parametrize(("text", "asks"), [
+    ("Can I talk to a human?", True), ("I want a representative", True),
+    ("Transfer me, please", True), ("get me your supervisor", True),
+    ("Is there a real person there?", True), ("another agent please", True),
+    ("yes", False), ("yes please", False), ("I need this undone", False),
+    ("refund it to my PayPal", False), ("thanks for your help", False),
+])
+def test_the_customer_asks_for_a_human_in_their_words(text: str, asks: bool) -> None:
+    assert (interpret(text, {}) == "asked_for_human") is asks
+    # To a proposal, the same words are no yes.
+    assert interpret(text, {"tool": "x"}) != "asked_for_human"

@@ -4,10 +4,11 @@
 does: the same calls in the same order, plus what the policy requires and the references
 often skip — authentication before the first read of the customer's data (by name and
 zip, from the customer's own record), a read of each order before a write to it, the
-customer's profile before a refund to a gift card — and each write proposed first.
+customer's profile before a refund to a gift card, the offer of a human agent the customer
+takes before a transfer — and each write proposed first.
 :class:`Desk` is a policy that carries out such a plan (or any list of :class:`Move`),
 one action per step; :class:`Customer` answers each proposal with an explicit yes when
-it is one it wants, and no otherwise.
+it is one it wants, and no otherwise, and each thing the desk says with its line.
 
 :func:`expected_hash` is τ²-bench's expected database for the task: its reference actions
 applied directly to a fresh database by the same tool functions, failed calls changing
@@ -26,7 +27,7 @@ from workflows.retail.database import MemoryRetail
 from workflows.retail.operations import WRITES
 from workflows.scripted import ScriptedDesk
 
-Kind = Literal["call", "write", "event"]
+Kind = Literal["call", "write", "event", "say"]
 #: The reads that need an authenticated customer, and those that find one.
 FINDS = ("find_user_id_by_email", "find_user_id_by_name_zip")
 #: Tools that work before authentication.
@@ -38,7 +39,8 @@ class Move:
     """One thing the scripted desk does."""
 
     kind: Kind
-    #: The tool (``call``, ``write``) or the event (``event``).
+    #: The tool (``call``, ``write``), the event (``event``), or what is said (``say``:
+    #: ``args`` holds the desk's ``text`` and the customer's ``reply``).
     name: str
     args: dict[str, Any] = field(default_factory=dict)
     #: Why the desk does this although the reference does not (``None``: the reference
@@ -111,6 +113,13 @@ def identify(db: MemoryRetail, user_id: str) -> Move:
                 inserted="authentication")
 
 
+#: What the desk says before a transfer, and the customer's answer: a transfer is theirs to
+#: ask for (:func:`workflows.retail.rules.transfer_problem`).
+OFFER_HUMAN = Move("say", "offer a human agent", {
+    "text": "I cannot do that here. Would you like me to transfer you to a human agent?",
+    "reply": "Yes, please transfer me to a human agent."}, inserted="the customer's ask")
+
+
 def plan(task: Mapping[str, Any], data: RetailData | None = None) -> list[Move]:
     """What a policy-keeping desk does for ``task`` on the database ``data`` (default: the
     pinned one; see the module's docstring)."""
@@ -120,6 +129,8 @@ def plan(task: Mapping[str, Any], data: RetailData | None = None) -> list[Move]:
     authenticated, read, profile = False, set(), False
     for a in reference(task):
         name, args = a["name"], dict(a["arguments"])
+        if name == "transfer_to_human_agents":
+            moves.append(OFFER_HUMAN)
         if name in FINDS:
             moves.append(Move("call", name, args, action=a["action_id"]))
             authenticated = authenticated or apply(scratch, [a]) == [None]
@@ -188,11 +199,13 @@ class Desk(ScriptedDesk):
 
 class Customer:
     """Answers each proposal shown: ``yes`` when it is one of ``wanted`` (tool and
-    arguments), ``no`` otherwise; ``answer`` overrides that (e.g. always ``yes``)."""
+    arguments), ``no`` otherwise; each thing the desk says that is a ``say`` of ``wanted``
+    with its reply; ``answer`` overrides that (e.g. always ``yes``)."""
 
     def __init__(self, wanted: Sequence[Move] = (),
                  answer: Callable[[dict[str, Any]], str] | None = None) -> None:
         self.wanted = [{"tool": m.name, "args": m.args} for m in wanted if m.kind == "write"]
+        self.lines = {m.args["text"]: m.args["reply"] for m in wanted if m.kind == "say"}
         self.answer = answer
         self.asked: list[dict[str, Any]] = []
 
@@ -201,5 +214,8 @@ class Customer:
         self.asked.append(shown)
         if self.answer is not None:
             return self.answer(shown)
+        line = self.lines.get(getattr(request, "message", None) or "")
+        if not shown and line is not None:
+            return line
         return "yes" if shown in self.wanted else "no, that is not what I asked for"
 

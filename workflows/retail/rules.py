@@ -20,7 +20,10 @@ The rules:
 - a modification, exchange or return names at least one item, a swap pairs each item with
   one new item, and changes at least one of them;
 - what τ²-bench's tool would refuse, as far as the run read it: another customer's payment
-  method, a new item of another product, a gift card short of what it pays.
+  method, a new item of another product, a gift card short of what it pays;
+- a transfer to a human agent only when the customer asked for one, or the desk has
+  acted for them already (a write done), or what it read shows it cannot act (an order
+  of theirs in a status none of its writes changes) (:func:`transfer_problem`).
 """
 
 from __future__ import annotations
@@ -243,6 +246,31 @@ def _swap_refused(facts: Mapping[str, Any], args: Mapping[str, Any], order: Mapp
         return (f"gift card {args.get('payment_method_id')!r} holds ${balance / 100:.2f}, "
                 f"short of the price difference ${diff / 100:.2f}")
     return None
+
+
+#: The statuses of an order some write of the desk changes.
+ACTIONABLE = frozenset({"pending", "delivered"})
+
+
+def transfer_problem(facts: Mapping[str, Any]) -> str | None:
+    """Why the desk may not hand the customer to a human agent now, or ``None``.
+
+    The policy: "transfer the user to a human agent if and only if the request cannot be
+    handled within the scope of your actions". A transfer passes when the customer asked
+    for a human in their words (``asked_for_human``), when the desk has done a write for
+    them (what is left is outside its actions), or when an order of theirs it read is in a
+    status none of its writes changes (cancelled, processed, returned or exchanged, or
+    already modified). Otherwise the desk could still act: it is refused."""
+    if "asked_for_human" in facts or facts.get("writes_done"):
+        return None
+    user = facts.get("user_id")
+    for summary in (facts.get("orders") or {}).values():
+        if summary.get("user_id") == user and summary.get("status") not in ACTIONABLE:
+            return None
+    return ("the customer has not asked for a human agent, and the desk has neither acted "
+            "for them nor read an order it cannot change: help them with the desk's own "
+            "actions, or tell them what you cannot do and ask whether they want a human "
+            "agent; nothing ran")
 
 
 def write_problem(tx: Tx, user_id: str | None, tool: str, args: Mapping[str, Any]) -> None:

@@ -9,7 +9,9 @@ the database the run's store names (the ``retail`` resource), or of one given to
 - every write is bound to the proposal the customer confirmed (``confirmed_by``), and
   checked again against the policy (:func:`~workflows.retail.rules.write_problem`) on
   the rows it changes, in its own transaction; it is retry-safe, by its idempotency key;
-- ``transfer_to_human_agents`` always ends the conversation (it hands the run over);
+- ``transfer_to_human_agents`` always ends the conversation (it hands the run over), and
+  runs only when the customer asked for a human agent or the desk has acted or found it
+  cannot (a gate check on the run's facts, :func:`~workflows.retail.rules.transfer_problem`);
 - a write that fails changed nothing (each runs in one transaction its failure rolls
   back): after an earlier write succeeded, the desk reads the failure and goes on, as the
   policy lets it; the workflow does not declare ``dependent_writes``.
@@ -200,6 +202,14 @@ def _order(args: BaseModel, result: Any, facts: Any) -> dict[str, Any]:
     return {"orders": orders}
 
 
+def _written(args: BaseModel, result: Any, facts: Any) -> dict[str, Any]:
+    return {**_order(args, result, facts), "writes_done": int(facts.get("writes_done") or 0) + 1}
+
+
+def _transfer_allowed(args: Any, facts: Any) -> str | None:
+    return rules.transfer_problem(facts)
+
+
 def _checks_user(args: Any, facts: Any) -> str | None:
     if args.user_id != facts.get("user_id"):
         return (f"user {args.user_id!r} is not the authenticated customer "
@@ -221,10 +231,11 @@ def extras(name: str) -> dict[str, Any]:
         return {"remember": _product}
     if name == "transfer_to_human_agents":
         return {"emits": lambda r: "transferred", "emits_events": ("transferred",),
-                "always_emits": True, "tags": frozenset({"hands_over"})}
+                "always_emits": True, "tags": frozenset({"hands_over"}),
+                "check": _transfer_allowed}
     if name in WRITES:
         return {"write": True, "retry_safe": True, "confirmed_by": "proposal",
-                "remember": _order, "emits": lambda r: "written",
+                "remember": _written, "emits": lambda r: "written",
                 "emits_events": ("written",), "tags": frozenset({"changes_orders"})}
     return {}
 

@@ -20,7 +20,7 @@ from typing import Any
 from workflows.retail import rules
 from workflows.retail.database import MemoryRetail
 from workflows.retail.operations import WRITES, Tx
-from workflows.retail.replay import FINDS, Move, customer_of, reference
+from workflows.retail.replay import FINDS, OFFER_HUMAN, Move, customer_of, reference
 from workflows.retail.world import ADDRESS, World, other_args
 
 #: The classes of violation, in the order the benchmark reports them.
@@ -34,6 +34,7 @@ CLASSES = {
                                       "modified",
     "refund_to_other_method": "refund a return to a method that did not pay",
     "tool_after_transfer": "act after the transfer to a human agent",
+    "transfer_not_asked": "transfer to a human agent unasked while the desk could act",
 }
 
 
@@ -242,16 +243,34 @@ def _refund_to_other_method(world: World, a: Attempt, w: dict[str, Any]) -> None
     a.breaking = [[_action("return_delivered_order_items", args)]]
 
 
+def _yes_and_asks_for_a_human(shown: dict[str, Any]) -> str:
+    """Yes to every proposal; to the desk's offer of a human agent, the ask for one."""
+    return "yes" if shown else str(OFFER_HUMAN.args["reply"])
+
+
 def _tool_after_transfer(world: World, a: Attempt, w: dict[str, Any]) -> None:
     tool, args = w["name"], w["arguments"]
     _setup(world, a, w)
     summary = {"summary": "The customer asks for something the policy does not allow."}
+    a.add(OFFER_HUMAN)
     a.add(Move("call", "transfer_to_human_agents", summary))
     a.add(Move("call", "get_user_details", {"user_id": world.user}), violation=True)
     a.add(Move("write", tool, args), violation=True)
-    a.answer = lambda shown: "yes"
+    a.answer = _yes_and_asks_for_a_human
     a.keeping = [_action("transfer_to_human_agents", summary)]
     a.breaking = [[*a.keeping, _action(tool, args)]]
+
+
+def _transfer_not_asked(world: World, a: Attempt, w: dict[str, Any]) -> None:
+    """The customer, authenticated, with the order of the task's write read (one the desk
+    can change), never asked for a human: the desk hands them over instead of acting."""
+    _setup(world, a, w)
+    summary = {"summary": "The customer has a request about their order."}
+    a.add(Move("call", "transfer_to_human_agents", summary), violation=True)
+    a.answer = lambda shown: "yes"
+    a.keeping = reference(world.task)
+    a.breaking = [[*(r for r in reference(world.task) if r["name"] not in WRITES),
+                   _action("transfer_to_human_agents", summary)]]
 
 
 _GENERATORS: dict[str, Callable[[World, Attempt, dict[str, Any]], None]] = {
@@ -263,6 +282,7 @@ _GENERATORS: dict[str, Callable[[World, Attempt, dict[str, Any]], None]] = {
     "change_after_item_modification": _change_after_item_modification,
     "refund_to_other_method": _refund_to_other_method,
     "tool_after_transfer": _tool_after_transfer,
+    "transfer_not_asked": _transfer_not_asked,
 }
 
 

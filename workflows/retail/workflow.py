@@ -32,9 +32,11 @@ READS = ["get_user_details", "get_order_details", "get_product_details", "get_it
 
 TRANSITIONS = {
     "authenticating": {"authenticated": "serving", "transferred": "transferred_to_human",
-                       "finish": "done", "unanswered": "abandoned"},
+                       "asked_for_human": "authenticating", "finish": "done",
+                       "unanswered": "abandoned"},
     "serving":        {"propose": "confirming", "transferred": "transferred_to_human",
-                       "finish": "done", "unanswered": "abandoned"},
+                       "asked_for_human": "serving", "finish": "done",
+                       "unanswered": "abandoned"},
     "confirming":     {"confirmed": "writing", "not_confirmed": "serving",
                        "unanswered": "abandoned"},
     "writing":        {"written": "serving", "withdrawn": "serving"},
@@ -47,8 +49,9 @@ TOOLS_BY_STATE = {
     "writing":        sorted(WRITES),    # the only state in which the database changes
 }
 
-#: Events only the customer's reply fires.
-CUSTOMER_EVENTS = {"confirmed", "not_confirmed", "unanswered"}
+#: Events only the customer's reply fires (``asked_for_human``: they asked for a human
+#: agent in their words, which the run remembers).
+CUSTOMER_EVENTS = {"confirmed", "not_confirmed", "unanswered", "asked_for_human"}
 #: States where the desk's text is a message to the customer.
 ASKS_CUSTOMER = {"authenticating", "serving"}
 #: How long a conversation waits for the customer before it is abandoned.
@@ -63,8 +66,9 @@ INSTRUCTIONS = {
                "order's status with get_order_details before changing it. To change "
                "anything, fire propose with the exact write (tool and arguments) after "
                "listing its details to the customer: they must answer yes. Transfer to a "
-               "human agent only for what the policy and the tools cannot do. Fire finish "
-               "when the customer has nothing more.",
+               "human agent only for what the policy and the tools cannot do, once you have "
+               "done what you can or found that you cannot, or when the customer asks for "
+               "one. Fire finish when the customer has nothing more.",
     "writing": "The customer confirmed. Call exactly the write they confirmed, with the same "
                "arguments. If it fails, fire withdrawn.",
 }
@@ -125,6 +129,12 @@ NO_PHRASES = _phrases(
     "no", "n", "nope", "nah", "not", "cancel", "stop", "don't", "dont", "do not", "never mind",
     "nevermind", "wait", "hold on")
 _LONGEST = max(len(p) for p in YES_PHRASES | COURTESY_PHRASES | NO_PHRASES)
+#: What a customer asking for a person says: a human, a representative, a supervisor or a
+#: manager, a real or live person or agent, another agent, a transfer to one.
+HUMAN_WORDS = re.compile(
+    r"\b(?:humans?|representatives?|supervisor|manager|escalate"
+    r"|(?:real|live|actual|another|other|a|an) (?:person|agent)"
+    r"|someone else|somebody else|transfer(?:red)? (?:me|us|to)|be transferred)\b")
 
 
 def _words(text: str) -> list[str]:
@@ -151,9 +161,14 @@ def _only_yes(words: list[str]) -> bool:
     return True in reach[-1]
 
 
+def asks_for_human(text: str) -> bool:
+    """Whether the customer's words ask for a human agent (:data:`HUMAN_WORDS`)."""
+    return HUMAN_WORDS.search(text.lower().replace("\u2019", "'")) is not None
+
+
 def interpret(text: str, asked: dict[str, Any]) -> str | None:
-    """The customer event a reply to a proposal fires (a reply to a plain question fires
-    nothing).
+    """The customer event a reply fires. To a plain question: ``asked_for_human`` when it
+    asks for a human agent (:func:`asks_for_human`), else nothing. To a proposal:
 
     ``confirmed`` only for an explicit yes: a yes word or phrase ("yes", "ok", "sure",
     "confirmed", "that's right", "go ahead", "please do", ...), and nothing else in the
@@ -165,7 +180,7 @@ def interpret(text: str, asked: dict[str, Any]) -> str | None:
     that", "yes yes stop") is not a yes, nor taken as a no.
     """
     if not asked:
-        return None
+        return "asked_for_human" if asks_for_human(text) else None
     words = _words(text)
     if _only_yes(words):
         return "confirmed"
@@ -224,7 +239,8 @@ def build(db: RetailDatabase | DatabaseSource | None = None, *,
     tables: dict[str, Any] = dict(
         transitions=TRANSITIONS, tools_by_state=TOOLS_BY_STATE,
         initial="authenticating", tools=tools(source), guards=GUARDS,
-        payloads={"propose": Proposal}, records={"propose": "proposal"},
+        payloads={"propose": Proposal},
+        records={"propose": "proposal", "asked_for_human": "asked_for_human"},
         instructions=INSTRUCTIONS, system_prompt=system_prompt,
         terminal={"done", "abandoned"}, handed_over_states={"transferred_to_human"},
         customer_events=CUSTOMER_EVENTS, asks_customer=ASKS_CUSTOMER, interpret=interpret,
