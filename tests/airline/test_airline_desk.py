@@ -118,3 +118,20 @@ def test_a_list_answer_of_the_server_is_read_as_a_list() -> None:
     assert all(isinstance(leg, dict) for leg in legs)
     assert {a["origin"] for a in legs[::2]} == {"JFK"}
     assert {b["destination"] for b in legs[1::2]} == {"SFO"}
+
+
+def test_a_user_id_in_the_opening_message_is_the_customers_first_answer(
+        tmp_path: Path) -> None:
+    """The policy: "The user must provide their user id". A customer who gives it in their
+    opening message has given it: the desk may read the reservation they name."""
+    airline_command()
+    with Session(tmp_path / "desk") as session:
+        report = session.run("Hi, I'm mia_li_3668 and I need to change a flight", [],
+                             Customer([]))
+        plain = session.run("Hi, I need to change a flight", [], Customer([]), run_id="r2")
+    moved = [(e.kind, e.event, e.state_after) for e in report.events
+             if e.event == "user_id_given"]
+    assert moved == [("opening", "user_id_given", "identifying"),
+                     ("transition", "user_id_given", "user_id_known")]
+    assert report.run.state == "done"
+    assert not [e for e in plain.events if e.kind == "opening"]
