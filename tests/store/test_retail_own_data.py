@@ -6,11 +6,15 @@ naming the record, and the registered desk takes the file from ``FSM_RETAIL_DATA
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from paths import ROOT
 
 from fsm import Engine, MemoryStore, SQLiteStore
 from fsm.testing import ScriptedPolicy, talk
@@ -155,7 +159,7 @@ SCRIPT = [{"tool": "find_user_id_by_email", "args": {"email": EMAIL}},
           {"tool": "advance", "args": {"event": "finish"}}]
 
 
-def test_the_registered_desk_takes_the_shops_file_from_the_environment(
+def test_the_registered_desk_takes_the_shops_file_from_the_environment_or_says_why_not(
         tmp_path: Path, shop: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(data.ENV, str(shop))
     location = str(tmp_path / "runs.db")
@@ -168,6 +172,17 @@ def test_the_registered_desk_takes_the_shops_file_from_the_environment(
     monkeypatch.delenv(data.ENV)
     with pytest.raises(data.DataInvalid, match="its tables were filled from"):
         open_retail(location)
+    # A file that is not of the schema stops the command that loads the desk, in one line.
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"products": {}, "users": {}}))
+    env = {**os.environ, data.ENV: str(bad), "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "fsm", "verify", "retail"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"error: cannot import 'workflows.retail:WORKFLOW': DataInvalid: {bad.resolve()} is "
+        "not a retail database of τ²-bench's schema: it needs the objects products, users "
+        "and orders (found: products, users)\n")
 
 
 def test_a_desk_built_over_the_shops_data_shows_its_prices(shop: Path) -> None:
@@ -197,3 +212,4 @@ def test_the_replay_plans_and_expects_on_the_data_it_is_given(shop: Path) -> Non
     assert expected_hash(task, own) == db.hash()
     with pytest.raises(ValueError):  # the pinned data has no such customer
         MemoryRetail().call("find_user_id_by_email", {"email": EMAIL})
+

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fsm import Guard, ToolContext, WorkflowSpec, define_workflow
 from workflows.retail import rules
 from workflows.retail.confirm import PRESENTATION
-from workflows.retail.data import RetailData, load
+from workflows.retail.data import ENV, RetailData, configured, load
 from workflows.retail.database import RetailDatabase, open_retail
 from workflows.retail.operations import CANCEL_REASONS, WRITES
 from workflows.retail.tools import DatabaseSource, tools
@@ -227,6 +227,8 @@ def build(db: RetailDatabase | DatabaseSource | None = None, *,
 
     ``changes`` replace arguments of ``define_workflow`` (tests change a table to see the
     verifier catch it)."""
+    if data is None and os.environ.get(ENV, "").strip():
+        data = configured()  # a bad file is refused here, when the workflow is loaded
     source: DatabaseSource
     if db is None:
         source = _Resource()
