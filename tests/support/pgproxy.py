@@ -87,9 +87,18 @@ class PgProxy:
 
 
 def _reset(conn: socket.socket) -> None:
-    """Close ``conn`` with a reset, as a server that went away does."""
+    """Close ``conn`` with a reset, as a server that went away does.
+
+    ``shutdown`` first: a pump thread blocked in ``recv`` on ``conn`` holds the socket
+    open past ``close()`` (the kernel releases it, and sends the reset, only when that
+    ``recv`` returns), so a client waiting for a reply that was already relayed, and
+    sending nothing more, would wait for ever. ``shutdown`` wakes that ``recv`` at once."""
     try:
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:
+        pass
+    try:
+        conn.shutdown(socket.SHUT_RDWR)
     except OSError:
         pass
     conn.close()
