@@ -26,6 +26,7 @@ from fsm.errors import (
     RunNotFound,
 )
 from fsm.records import FINAL_STATUSES, RunState
+from fsm.runtime import talking
 from fsm.runtime.customer import asked_hash, waiting_request
 from fsm.runtime.step import Step
 
@@ -174,7 +175,7 @@ class Conversations:
         for reply in unread:
             if s.run.status not in ("running", "awaiting_customer"):
                 break
-            s.read_reply(reply)
+            talking.read_reply(s, reply)
         return s.save()
 
     def unanswered_if_due(self, run: RunState, b: Any) -> RunState:
@@ -186,7 +187,7 @@ class Conversations:
         if self.store.replies(run.run_id, unread_only=True):
             return self.read_replies(run, b)
         s = Step(b.ctx, run, step=run.step)
-        s.unanswered()
+        talking.unanswered(s)
         return s.save()
 
     def settled(self, run: RunState) -> RunState:

@@ -52,7 +52,7 @@ from fsm.records import (
     shown,
     storable,
 )
-from fsm.runtime import claims, desk, observe, review
+from fsm.runtime import claims, desk, observe, review, talking
 from fsm.runtime.budgets import raised_budgets
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.context import Clock, StepContext, Transcripts
@@ -189,7 +189,7 @@ class Engine(Conversations):
         s.event("start", state_after=run.state, detail={"user": user, **(meta or {})})
         s.token_hash = token_hash
         # A conversation's opening message is the customer's first reply.
-        if token_hash is None or not s.read_opening(goal):
+        if token_hash is None or not talking.read_opening(s, goal):
             s.entered(None)
         run = s.create()
         return self.resume(run.run_id) if drive and run.status == "running" else run

@@ -31,6 +31,7 @@ from fsm.records import (
     fingerprint,
     new_id,
 )
+from fsm.runtime import talking
 from fsm.runtime.recording import RecordedPolicy, Recording, Sandbox, cut, sandbox_budgets
 from fsm.runtime.step import Step
 
@@ -157,4 +158,5 @@ def _wait_again(s: Step, waiting: Any) -> None:
     elif isinstance(waiting, EventAwaitingPerson):
         s.request_again(waiting.model_copy(update={"approval_id": None}))
     elif isinstance(waiting, AwaitingCustomer):
-        s.wait_for_customer(waiting.message, args=dict(waiting.args), record=waiting.record)
+        talking.wait_for_customer(s, waiting.message, args=dict(waiting.args),
+                                  record=waiting.record)

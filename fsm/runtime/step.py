@@ -12,7 +12,7 @@ import math
 import time
 import traceback
 from types import MappingProxyType
-from typing import Any
+from typing import Any, assert_never
 
 from pydantic import BaseModel
 
@@ -56,11 +56,10 @@ from fsm.records import (
     text_json,
     unreadable,
 )
-from fsm.runtime import claims, desk, gate, observe
+from fsm.runtime import claims, desk, gate, observe, talking
 from fsm.runtime.context import RunMove, StepContext
 from fsm.runtime.customer import customer_message
 from fsm.runtime.review import Ruling, approved_binding, bound_records
-from fsm.runtime.talking import CustomerSteps
 from fsm.spec import ADVANCE
 from fsm.store.people import outbox_keys
 from fsm.tools import ToolContext, ToolSpec
@@ -75,7 +74,6 @@ from fsm.transcript import (
     ToolError,
     ToolResult,
     UserMessage,
-    shape,
 )
 
 #: Event columns that may hold text from the model or an exception (a refused tool name).
@@ -86,7 +84,7 @@ TRACEBACK_CHARS = 8_000
 _POLICY_KEYS = ("policy", "base_url", "timeout", "settings")
 
 
-class Step(CustomerSteps):
+class Step:
     """Collects what one step writes, then commits it in one transaction."""
 
     def __init__(self, ctx: StepContext, run: RunState, *, step: int,
@@ -127,10 +125,6 @@ class Step(CustomerSteps):
 
     # -- record -------------------------------------------------------------------
 
-    def _set(self, **changes: Any) -> None:
-        for name, value in changes.items():
-            setattr(self.run, name, value)
-
     @property
     def key(self) -> str:
         """The idempotency key of a write made in this step."""
@@ -166,7 +160,8 @@ class Step(CustomerSteps):
         one line; ``error`` is the whole text behind it (a server's answer), kept in the
         log."""
         reason = None if reason is None else storable(reason)
-        self._set(status=status, reason=reason)
+        self.run.status = status
+        self.run.reason = reason
         detail: dict[str, Any] = {"status": status}
         if error:
             detail["error"] = storable(error)
@@ -176,7 +171,8 @@ class Step(CustomerSteps):
         """A run that waits for a person on a request nobody can decide any more (its
         approval row says decided, the log does not): it waits no longer, and a person
         takes it over with ``reason``."""
-        self._set(status="running", pending=None)
+        self.run.status = "running"
+        self.run.pending = None
         self.stop("handed_over", reason)
 
     def policy_set(self, record: dict[str, Any], previous: dict[str, Any]) -> None:
@@ -192,7 +188,7 @@ class Step(CustomerSteps):
         reason = storable(reason)
         self._fault = True
         self.spend(lost, policy_call=False)
-        self._set(unavailable=tries)
+        self.run.unavailable = tries
         self.event("unavailable", reason=reason, cost_micros=lost.cost_micros,
                    tokens=lost.input_tokens + lost.output_tokens,
                    detail={"tries": tries, "limit": limit, "retry_in": round(retry_in, 3)})
@@ -205,22 +201,25 @@ class Step(CustomerSteps):
         one-line reason and the exception's traceback in the log's stop event."""
         reason = storable(reason or f"{where} raised {describe(exc)}")
         trace = "".join(traceback.format_exception(exc))[-TRACEBACK_CHARS:]
-        self._set(status="failed", reason=reason)
+        self.run.status = "failed"
+        self.run.reason = reason
         self.event("stop", reason=reason, detail={
             "status": "failed", "bug": {"in": where, "traceback": storable(trace)}})
 
     def continue_after(self, kind: EventKind, **detail: Any) -> None:
         """Make a stopped (model unavailable) or raised-budget run runnable again."""
-        self._set(status="running", reason=None)
+        self.run.status = "running"
+        self.run.reason = None
         self.event(kind, detail=detail)
 
     def raise_budgets(self, budgets: Budgets, by: str, changes: dict[str, list[Any]]) -> None:
         """New budgets from an operator; a run they stopped runs again if none is spent."""
         exhausted = self.run.status == "budget_exhausted"
-        self._set(budgets=budgets)
+        self.run.budgets = budgets
         self.event("budget", reviewer=by, detail={"by": by, "changes": changes})
         if exhausted and self.run.used.exhausted(budgets) is None:
-            self._set(status="running", reason=None)
+            self.run.status = "running"
+            self.run.reason = None
 
     def message(self, msg: Message) -> None:
         """Append ``msg`` to the step's new messages (kept as their stored JSON)."""
@@ -287,7 +286,7 @@ class Step(CustomerSteps):
         """Apply a compaction plan (``None``: logged but not applied) and log it."""
         self.spend(usage, policy_call=False)
         if compaction is not None:
-            self._set(compaction=compaction)
+            self.run.compaction = compaction
         self.event("compaction", cost_micros=usage.cost_micros,
                    tokens=usage.input_tokens + usage.output_tokens, detail=detail)
 
@@ -301,26 +300,33 @@ class Step(CustomerSteps):
         if self._binding_broken(action):
             return
         decision = gate.check(self.ctx, self.run, action)
-        counter = getattr(decision, "repeat_refusals", None)
+        match decision:
+            case gate.Refuse():
+                self._count_repeats(decision.repeat_refusals)
+                self._refuse(decision)
+            case gate.Finish():
+                self.run.answer = decision.text
+                self.stop("done", None)
+            case gate.Fire():
+                self.fire(decision.event, decision.payload, by_model=True)
+            case gate.Pause():
+                self._count_repeats(decision.repeat_refusals)
+                self._pause_call(decision.tool, decision.args)
+            case gate.Broken():
+                self.tool_result(decision.tool, error=_BUG)
+                self.crash(decision.where, decision.error)
+            case gate.AskCustomer():
+                talking.wait_for_customer(self, decision.text)
+            case gate.Call():
+                self._count_repeats(decision.repeat_refusals)
+                self.execute(decision.tool, decision.args, key=self.key)
+            case _:
+                assert_never(decision)
+
+    def _count_repeats(self, counter: int | None) -> None:
+        """The gate's count of repeated calls refused in a row, when it gave one."""
         if counter is not None:
-            self._set(repeat_refusals=counter)
-        if isinstance(decision, gate.Refuse):
-            self._refuse(decision)
-        elif isinstance(decision, gate.Finish):
-            self._set(answer=decision.text)
-            self.stop("done", None)
-        elif isinstance(decision, gate.Fire):
-            self.tool_result(ADVANCE, result=None)
-            self.fire(decision.event, decision.payload, by_model=True)
-        elif isinstance(decision, gate.Pause):
-            self._pause_call(decision.tool, decision.args)
-        elif isinstance(decision, gate.Broken):
-            self.tool_result(decision.tool, error=_BUG)
-            self.crash(decision.where, decision.error)
-        elif isinstance(decision, gate.AskCustomer):
-            self.wait_for_customer(decision.text)
-        else:
-            self.execute(decision.tool, decision.args, key=self.key)
+            self.run.repeat_refusals = counter
 
     def _refuse(self, refusal: gate.Refuse) -> None:
         reason = storable(refusal.reason)  # a tool's check may return any text
@@ -330,8 +336,8 @@ class Step(CustomerSteps):
             self.message(RuntimeNote.make(content=reason))
         self.event("refusal", tool=refusal.tool, event=refusal.event, reason=reason)
         if refusal.remember is not None:
-            self._set(recent_calls=(self.run.recent_calls
-                                    + [refusal.remember])[-gate.RECENT_WINDOW:])
+            self.run.recent_calls = (self.run.recent_calls
+                                     + [refusal.remember])[-gate.RECENT_WINDOW:]
         if refusal.fail is not None:
             self.stop("failed", refusal.fail)
         elif refusal.hand_over is not None:
@@ -362,7 +368,7 @@ class Step(CustomerSteps):
         args_dict = args.model_dump(mode="json")
         confirmed: dict[str, Any] = {}
         if tool.confirmed_by is not None:
-            confirmed, refused = self._use_confirmation(tool, args_dict, existing)
+            confirmed, refused = talking.use_confirmation(self, tool, args_dict, existing)
             if refused:
                 return
         if tool.write:
@@ -424,8 +430,8 @@ class Step(CustomerSteps):
     def _remember_call(self, tool: str, args: dict[str, Any], *, failed: bool) -> None:
         """The call joins the window the repetition rule reads (a failed one as failed)."""
         if self.ctx.max_repeats is not None:
-            self._set(recent_calls=gate.remembered(self.run.recent_calls, tool, args,
-                                                   failed=failed))
+            self.run.recent_calls = gate.remembered(self.run.recent_calls, tool, args,
+                                                    failed=failed)
 
     def _half_done(self, tool: str, key: str | None, error: str | None, partly: bool) -> bool:
         """A failed write that may have left the world half done hands the run to a
@@ -578,7 +584,7 @@ class Step(CustomerSteps):
                     self.stop("failed", f"{tool.name}: its remember hook returned facts that "
                                         f"cannot be stored: {problem}")
                     return
-                self._set(facts=facts)
+                self.run.facts = facts
             where = f"the emits hook of {tool.name!r}"
             event = tool.emits(result) if tool.emits is not None else None
             if event and event not in tool.emits_events:
@@ -607,7 +613,7 @@ class Step(CustomerSteps):
         hands the run over. A claim left by a process that died here is replayed
         (done), called again (retry-safe) or handed over as in doubt.
         """
-        self._set(pending=None)
+        self.run.pending = None
         self._approved = pending
         problem = _approved_call_problem(self.ctx, self.run.run_id, pending)
         if problem is not None:
@@ -630,7 +636,9 @@ class Step(CustomerSteps):
     # -- transitions and pauses -------------------------------------------------------
 
     def fire(self, event: str, payload: dict[str, Any], *, by_model: bool) -> bool:
-        """Fire ``event`` through the machine; a refusal is logged, never raised."""
+        """Fire ``event`` through the machine; a refusal is logged, never raised. An event
+        the model fired (``by_model``, through the advance tool) gets its result as the
+        advance tool's: the new state, or why it was refused."""
         spec = self.ctx.spec
         before = self.run.state
         try:
@@ -638,34 +646,27 @@ class Step(CustomerSteps):
                                            payload, run_id=self.run.run_id)
         except WorkflowCodeError as exc:
             if by_model:
-                self._replace_advance_result(error=_BUG)
+                self.tool_result(ADVANCE, error=_BUG)
             assert exc.__cause__ is not None
             self.crash(exc.where, exc.__cause__, str(exc))
             return False
         except TransitionRefused as exc:
             reason = storable(str(exc))  # a guard's error is the workflow's text
-            self.event("refusal", event=event, reason=reason)
             if by_model:
-                self._replace_advance_result(error=reason)
+                self.tool_result(ADVANCE, error=reason)
+            self.event("refusal", event=event, reason=reason)
             return False
         facts = self.run.facts
         if event in spec.records:
             facts = {**facts, spec.records[event]: payload}
-        self._set(state=after, facts=facts, recent_calls=[])
-        self.event("transition", event=event, state_before=before, state_after=after)
         if by_model:
-            self._replace_advance_result(result={"event": event, "state": after})
+            self.tool_result(ADVANCE, result={"event": event, "state": after})
+        self.run.state = after
+        self.run.facts = facts
+        self.run.recent_calls = []
+        self.event("transition", event=event, state_before=before, state_after=after)
         self.entered(event)
         return True
-
-    def _replace_advance_result(self, *, result: Any = None, error: str | None = None) -> None:
-        for i in range(len(self.messages) - 1, -1, -1):
-            if self.messages[i].get("tool") == ADVANCE \
-                    and shape(self.messages[i]) in ("result", "error"):
-                self.messages[i] = (ToolError.body_of(tool=ADVANCE, error=error)
-                                    if error is not None
-                                    else ToolResult.body_of(tool=ADVANCE, result=result))
-                return
 
     def entered(self, event: str | None) -> None:
         """Act on the state the run is now in: a terminal state ends it, a person's
@@ -685,11 +686,11 @@ class Step(CustomerSteps):
             record = spec.records.get(event or "")
             asks = self.run.facts.get(record, {}) if record is not None else {}
             # A new proposal: a yes given to an earlier one no longer counts.
-            self._set(confirmation=None)
+            self.run.confirmation = None
             # What the customer confirms is rendered from the exact call, never the
             # model's words (a plain question keeps them).
             message = customer_message(spec, self.said, dict(asks), self.run.facts)
-            self.wait_for_customer(message, args=dict(asks), record=record)
+            talking.wait_for_customer(self, message, args=dict(asks), record=record)
 
     def _pause_call(self, tool: str, args: BaseModel) -> None:
         self._pause(CallAwaitingApproval(tool=tool, args=args.model_dump(mode="json"),
@@ -713,7 +714,8 @@ class Step(CustomerSteps):
             now=self.ctx.clock(), ttl=self.ctx.spec.approval_ttl_seconds,
         )
         pending = pending.model_copy(update={"approval_id": approval.approval_id})
-        self._set(status="awaiting_approval", pending=pending)
+        self.run.status = "awaiting_approval"
+        self.run.pending = pending
         self.new_approval = approval
         self.event("pause", tool=pending.tool, detail={
             "approval_id": approval.approval_id, "args": pending.args,
@@ -730,7 +732,8 @@ class Step(CustomerSteps):
                                          decision=ruling.verdict, reviewer=ruling.reviewer,
                                          note=ruling.note, time=self.ctx.clock(),
                                          args=ruling.args)
-        self._set(status="running", pending=None)
+        self.run.status = "running"
+        self.run.pending = None
         detail: dict[str, Any] = {"decision": ruling.verdict,
                                   "approval_id": ruling.approval.approval_id}
         if ruling.verdict != "expired":
@@ -758,7 +761,7 @@ class Step(CustomerSteps):
         if isinstance(pending, EventAwaitingPerson):
             facts = {k: (approved if k in bound_records(self.ctx.spec) and v == pending.args
                          else v) for k, v in self.run.facts.items()}
-            self._set(facts=facts)
+            self.run.facts = facts
 
     def _rule_on_call(self, pending: CallAwaitingApproval, ruling: Ruling) -> None:
         if ruling.verdict == "approved":
@@ -767,8 +770,8 @@ class Step(CustomerSteps):
             approved = ApprovedCall(
                 tool=pending.tool, args=ruling.args or pending.args, key=pending.key,
                 step=pending.step, approval_id=pending.approval_id, args_hash="")
-            self._set(pending=approved.model_copy(
-                update={"args_hash": fingerprint(approved.subject())}))
+            self.run.pending = approved.model_copy(
+                update={"args_hash": fingerprint(approved.subject())})
             if ruling.args is not None:
                 self.message(RuntimeNote.make(content=ruling.message, approved=ruling.args))
         else:
@@ -777,7 +780,9 @@ class Step(CustomerSteps):
     def resume_from_desk(self, person: str, note: str, event: str) -> None:
         """A person at the desk continues a handed-over run with ``event`` (a human event
         out of its hand-over state); the model reads the note."""
-        self._set(status="running", reason=None, pending=None)
+        self.run.status = "running"
+        self.run.reason = None
+        self.run.pending = None
         self.message(UserMessage.make(content=f"{person} took the run over from the desk and "
                                       f"resumed it ({event}): {note}"))
         if not self.fire(event, {}, by_model=False):
@@ -801,8 +806,10 @@ class Step(CustomerSteps):
             self.event("decision", reviewer=by, tool=approval.tool, detail={
                 "decision": "withdrawn", "approval_id": approval.approval_id, "note": note,
                 "asked_again": asked_again})
-        self._set(definition_hash=move.to.definition_hash, state=move.state, recent_calls=[],
-                  repeat_refusals=0)
+        self.run.definition_hash = move.to.definition_hash
+        self.run.state = move.state
+        self.run.recent_calls = []
+        self.run.repeat_refusals = 0
         self.moves_definition = True
         self.event("migrated", state_before=before, state_after=move.state, reviewer=by,
                    detail=move.detail)
@@ -812,12 +819,14 @@ class Step(CustomerSteps):
         elif isinstance(pending, AwaitingCustomer):
             # Asked again in the target's terms, at the run's new version: a reply is
             # bound to the request as the target shows it.
-            self.wait_for_customer(pending.message, args=pending.args, record=pending.record)
+            talking.wait_for_customer(self, pending.message, args=pending.args,
+                                      record=pending.record)
         elif isinstance(pending, CallAwaitingApproval) and move.ask_again:
             self._pause(CallAwaitingApproval(tool=pending.tool, args=pending.args,
                                              key=pending.key, step=pending.step))
         elif isinstance(pending, CallAwaitingApproval):
-            self._set(status="running", pending=None)
+            self.run.status = "running"
+            self.run.pending = None
             self.tool_result(pending.tool, error=move.why)
 
     # -- commit -------------------------------------------------------------------
@@ -849,10 +858,11 @@ class Step(CustomerSteps):
         if not math.isfinite(now):  # it would be stored as null, and the run unreadable
             raise ValueError(f"the engine's clock returned {now!r}, not a finite time; "
                              "nothing of this step was saved")
-        self._set(step=max(self.run.step, self.step), updated_at=now,
-                  message_count=first_message + len(self.messages))
+        self.run.step = max(self.run.step, self.step)
+        self.run.updated_at = now
+        self.run.message_count = first_message + len(self.messages)
         if self.run.unavailable and not self._fault:
-            self._set(unavailable=0)  # a step landed: the infrastructure works again
+            self.run.unavailable = 0  # a step landed: the infrastructure works again
         subject = self._desk_rows()
         commit = StepCommit(
             run=self.run, expected_version=self.expected_version, messages=self.messages,
