@@ -11,6 +11,7 @@ looks once more for a reply that arrived while it held the run, so none is left 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -54,32 +55,38 @@ class Conversation:
     token: str
 
 
-class Conversations:
-    """Conversation methods of :class:`~fsm.runtime.engine.Engine`."""
+class Conversations(ABC):
+    """Conversation methods of :class:`~fsm.runtime.engine.Engine`, over what the engine
+    gives (its abstract methods below)."""
 
     spec: WorkflowSpec
     store: Store
     clock: Clock
     policy: Any
 
-    # -- provided by the engine ---------------------------------------------------------
+    # -- given by the engine --------------------------------------------------------------
 
+    @abstractmethod
     def _begin(self, goal: str, *, user: str, run_id: str | None, budgets: Budgets | None,
                drive: bool, meta: dict[str, Any] | None,
                token_hash: str | None = None) -> RunState:
-        raise NotImplementedError
+        """Start a run (see :meth:`~fsm.runtime.engine.Engine.start`)."""
 
+    @abstractmethod
     def _load(self, run_id: str) -> tuple[RunState, Any]:
-        raise NotImplementedError
+        """The run and the definition it lives on."""
 
-    def _lease(self, run_id: str, *, force: bool = False) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def _lease(self, run_id: str, *, force: bool = False, kind: str = "resume") -> Any:
+        """Hold the run for a step (a context manager)."""
 
+    @abstractmethod
     def _drive(self, run: RunState, b: Any) -> RunState:
-        raise NotImplementedError
+        """Drive the run until it stops."""
 
+    @abstractmethod
     def definition_of(self, run: RunState) -> WorkflowSpec:
-        raise NotImplementedError
+        """The kept version ``run`` lives on."""
 
     # -- public API -------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from fsm.records import (
     StepCommit,
     canonical,
 )
+from fsm.store.dialect import Database
 from fsm.store.people import Refusal, notification_key, outbox_rows, refusal_link
 
 EVENT_COLUMNS = (
@@ -214,17 +215,9 @@ def refusal_insert(refusal: Refusal, head: Sequence[Any] | None, mark: str) -> t
     return sql, args, update
 
 
-class SQLReads:
-    """The reads both SQL stores make with the same SQL: a store gives its ``_read``, its
-    placeholder (``MARK``) and how its messages name the database (``_where``)."""
-
-    MARK: str
-
-    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> Sequence[Any]:
-        raise NotImplementedError
-
-    def _where(self) -> str:
-        raise NotImplementedError
+class SQLReads(Database):
+    """The reads both SQL stores make with the same SQL (over the store's
+    :class:`~fsm.store.dialect.Database`)."""
 
     if TYPE_CHECKING:  # the store's own (fsm.store.base.Store.not_found)
         def not_found(self, run_id: str) -> RunNotFound: ...

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from fsm.records import Handover, StepCommit
+from fsm.store.dialect import Database
 from fsm.store.people import notification_key
 
 HANDOVER_COLUMNS = (
@@ -141,13 +142,9 @@ def _where(q: Queue, mark: str) -> tuple[str, list[Any]]:
     return (" WHERE " + " AND ".join(where)) if where else "", args
 
 
-class DeskReads:
-    """The desk's reads, with the same SQL on both stores (``_read`` and ``MARK``)."""
-
-    MARK: str
-
-    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> Sequence[Any]:
-        raise NotImplementedError
+class DeskReads(Database):
+    """The desk's reads, with the same SQL on both stores (over the store's
+    :class:`~fsm.store.dialect.Database`)."""
 
     def handovers(self, queue: Queue = OPEN, *, limit: int = 50,
                   offset: int = 0) -> list[Handover]:

@@ -12,13 +12,15 @@ neither needs ``RETURNING``.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from fsm.records import canonical
 
-__all__ = ["POSTGRES", "SQLITE", "Dialect", "jsonb_copy"]
+__all__ = ["POSTGRES", "SQLITE", "Database", "Dialect", "jsonb_copy"]
 
 
 def jsonb_copy(text: str) -> str:
@@ -74,3 +76,27 @@ POSTGRES = Dialect(
     document_mark="%s::jsonb", boolean=bool, definition_order="seq", max_index=2**31 - 1,
     no_limit=None,
 )
+
+
+class Database(ABC):
+    """What the SQL both stores share uses of the store's own database, declared once:
+    its dialect and placeholder, a transaction, a read, and how a message names the
+    database. :class:`~fsm.store.sqlite.SQLiteStore` and
+    :class:`~fsm.store.postgres.PostgresStore` give them; a store that lacks one cannot be
+    made."""
+
+    DIALECT: Dialect
+    #: The dialect's parameter placeholder.
+    MARK: str
+
+    @abstractmethod
+    def _tx(self) -> AbstractContextManager[Any]:
+        """One transaction: commits when the block ends, rolls back if it raises."""
+
+    @abstractmethod
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> Sequence[Any]:
+        """The rows of one read."""
+
+    @abstractmethod
+    def _where(self) -> str:
+        """The database as a message names it."""

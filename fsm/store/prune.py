@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from fsm.store.base import Store
 from fsm.store.desk import PRUNABLE, TOMBSTONE_COLUMNS, Cut, ForkEdge, Tombstone
+from fsm.store.dialect import Database
 
 __all__ = ["PRUNABLE", "RUN_TABLES", "Cut", "Pruned", "SQLPrune", "kept_for_forks", "prune"]
 
@@ -97,18 +97,12 @@ def _definition(snapshot: str) -> str:
         return ""  # a damaged snapshot: the tombstone keeps the rest
 
 
-class SQLPrune:
-    """The prune of both SQL stores, written once (``MARK``, ``_read`` and ``_tx``)."""
+class SQLPrune(Database):
+    """The prune of both SQL stores, written once (over the store's
+    :class:`~fsm.store.dialect.Database`)."""
 
-    MARK: str
     #: Appended to the SELECT that picks a batch (PostgreSQL: skip rows others hold).
     PICK_LOCK: str = ""
-
-    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> Sequence[Any]:
-        raise NotImplementedError
-
-    def _tx(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
 
     def count_prunable(self, cut: Cut, now: float) -> tuple[int, int]:
         """(runs, log events) a prune of ``cut`` would delete now."""

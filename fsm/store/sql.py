@@ -73,7 +73,7 @@ class _ClaimedBefore(Exception):
 _HEADS_KEPT = 4096
 
 
-class SQLStore(SQLReads, DeskReads, SQLPrune, SQLFleet, SQLPeople, Store):
+class SQLStore(SQLPeople, SQLReads, DeskReads, SQLPrune, SQLFleet, Store):
     """The shared SQL of both SQL stores; a subclass names its :class:`Dialect`."""
 
     DIALECT: Dialect
@@ -94,9 +94,6 @@ class SQLStore(SQLReads, DeskReads, SQLPrune, SQLFleet, SQLPeople, Store):
         self._recorded: set[str] = set()
 
     # -- what a dialect gives ---------------------------------------------------------
-
-    def _tx(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
 
     def _serial(self) -> AbstractContextManager[Any]:
         """Held around a commit until what the store knows of the run is right again (a

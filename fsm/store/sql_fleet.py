@@ -8,7 +8,6 @@ row first, as every writer of a run does.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from fsm.errors import RowDamaged, RunLocked, RunNotFound, StoreError
@@ -16,10 +15,11 @@ from fsm.store.columns import (
     ACCOUNT_COLUMNS,
     NOTIFICATION_COLUMNS,
     REFUSAL_COLUMNS,
+    SQLReads,
     each_row,
     refusal_insert,
 )
-from fsm.store.dialect import Dialect
+from fsm.store.dialect import Database
 from fsm.store.lease import Claimed, Lease, expiry, lease_held, this_host_prefix
 from fsm.store.people import Account, Notification, Refusal, account_not_saved
 
@@ -28,18 +28,7 @@ _REFUSALS = ", ".join(REFUSAL_COLUMNS)
 _NOTIFICATIONS = ", ".join(NOTIFICATION_COLUMNS)
 
 
-class _SQL:
-    MARK: str
-    DIALECT: Dialect
-
-    def _tx(self) -> AbstractContextManager[Any]:
-        raise NotImplementedError
-
-    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> Sequence[Any]:
-        raise NotImplementedError
-
-
-class SQLFleet(_SQL):
+class SQLFleet(Database):
     """Leases and the queue of runnable runs."""
 
     def acquire(self, run_id: str, owner: str, now: float, *, force: bool = False,
@@ -111,14 +100,8 @@ class SQLFleet(_SQL):
         return out
 
 
-class SQLPeople(_SQL):
+class SQLPeople(SQLReads):
     """Accounts, refused attempts and the notification outbox."""
-
-    def _row(self, model: Any, table: str, values: Any, *, key: str | None = None) -> Any:
-        raise NotImplementedError
-
-    def _has_account(self, name: str) -> bool:
-        raise NotImplementedError
 
     def _account_row(self, a: Account) -> tuple[Any, ...]:
         return (a.name, a.role, a.password_hash, a.limit, self.DIALECT.boolean(a.disabled),
