@@ -75,6 +75,7 @@ if _TYPE_CHECKING:
         ViewRecord,
     )
     from fsm.runtime.compaction import Compactor
+    from fsm.runtime.config import EngineConfig
     from fsm.runtime.engine import Engine
     from fsm.runtime.forking import fork
     from fsm.runtime.observe import Outcome
@@ -122,6 +123,7 @@ _MODULES = {
         "Used", "ViewRecord",
     ),
     "fsm.runtime.compaction": ("Compactor",),
+    "fsm.runtime.config": ("EngineConfig",),
     "fsm.runtime.engine": ("Engine",),
     "fsm.runtime.forking": ("fork",),
     "fsm.runtime.observe": ("Outcome",),
@@ -174,6 +176,7 @@ __all__ = [
     "DiagramError",
     "Effect",
     "Engine",
+    "EngineConfig",
     "Event",
     "FSMError",
     "ForkRefused",

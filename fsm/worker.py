@@ -56,6 +56,7 @@ from fsm.records import (
 )
 from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
+from fsm.runtime.config import EngineConfig
 from fsm.runtime.engine import Engine
 from fsm.runtime.retry import Retry
 from fsm.settings import Settings
@@ -331,14 +332,12 @@ class Worker:
 
     def _engine(self, run_id: str, owner: str) -> Engine:
         spec, policy = self._parts(self.store.load_run(run_id), self.store.events(run_id))
-        engine = Engine(spec, self.store, policy, clock=self.clock,
-                        compactor=Compactor(), resources=self._resources_of(spec),
-                        retry=self.config.retry,
-                        hooks=[_WorkerHooks(self), self.run_metrics])
-        engine.owner = owner
-        engine.lease_seconds = self.config.lease_seconds
-        engine.step_timeout = self.config.step_timeout
-        return engine
+        return Engine(spec, self.store, policy, clock=self.clock,
+                      config=EngineConfig(retry=self.config.retry, owner=owner,
+                                          lease_seconds=self.config.lease_seconds,
+                                          step_timeout=self.config.step_timeout),
+                      compactor=Compactor(), resources=self._resources_of(spec),
+                      hooks=[_WorkerHooks(self), self.run_metrics])
 
     def _resources_of(self, spec: WorkflowSpec) -> Resources:
         """One set of a workflow's resources for every run this worker drives."""
@@ -415,8 +414,8 @@ class Worker:
         try:
             spec, _ = self._parts(run, self.store.events(run.run_id))
             engine = Engine(spec, self.store, clock=self.clock,
+                            config=EngineConfig(lease_seconds=self.config.lease_seconds),
                             resources=self._resources_of(spec))
-            engine.lease_seconds = self.config.lease_seconds
             failed: list[tuple[str, str]] = []
             waits = set(self._waiting_customers(run.workflow))
             touched = engine.sweep(failed=failed, damaged=[])  # damaged: said already

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import warnings
 from collections.abc import Generator, Iterable, Iterator
 from typing import Any, NamedTuple, cast
 
@@ -55,6 +56,7 @@ from fsm.records import (
 from fsm.runtime import claims, desk, observe, review, talking
 from fsm.runtime.budgets import raised_budgets
 from fsm.runtime.compaction import Compactor
+from fsm.runtime.config import EngineConfig
 from fsm.runtime.context import Clock, StepContext, Transcripts
 from fsm.runtime.conversing import Conversations
 from fsm.runtime.leases import HEARTBEATS, Lease
@@ -79,6 +81,10 @@ class _Bound(NamedTuple):
     schemas: Schemas
 
 
+#: ``max_repeats`` not given on its own: the config's holds (``None`` is a value: no limit).
+_GIVEN_BY_CONFIG = object()
+
+
 class Engine(Conversations):
     """Drives runs of one workflow against one store with one policy.
 
@@ -87,26 +93,26 @@ class Engine(Conversations):
     definition is not kept is refused with :class:`~fsm.errors.DefinitionChanged`.
     """
 
-    #: Seconds a run's lease lasts without a heartbeat (see :mod:`fsm.runtime.leases`).
-    lease_seconds: float = 30.0
-    #: Seconds a step may last before this engine gives the run's lease back instead of
-    #: renewing it (``None``: no limit): a run stuck on something that never answers is
-    #: left to another process, and the stuck step can no longer commit or write.
-    step_timeout: float | None = None
-
     def __init__(
         self, spec: WorkflowSpec, store: Store, policy: PolicyFn | None = None, *,
-        budgets: Budgets | None = None, result_cap: int = 8000, max_repeats: int | None = 3,
+        config: EngineConfig | None = None, budgets: Budgets | None = None,
+        result_cap: int | None = None, max_repeats: int | None | object = _GIVEN_BY_CONFIG,
         clock: Clock = time.time, compactor: Compactor | None = None,
         plain_errors: bool = False, resources: Resources | None = None,
         retry: Retry | None = None, hooks: Iterable[Hooks] = (),
     ) -> None:
+        # ``budgets``, ``result_cap``, ``max_repeats`` and ``retry`` are also accepted on
+        # their own; given, they take the place of the config's.
+        config = config or EngineConfig()
+        given: dict[str, Any] = {"budgets": budgets, "result_cap": result_cap, "retry": retry}
+        changes = {k: v for k, v in given.items() if v is not None}
+        if max_repeats is not _GIVEN_BY_CONFIG:
+            changes["max_repeats"] = max_repeats
+        #: How this engine drives runs (frozen; see :class:`~fsm.runtime.config.EngineConfig`).
+        self.config = dataclasses.replace(config, **changes, owner=config.owner or new_owner())
         self.spec = spec
-        #: How runs the infrastructure failed are tried again, and when they are handed over.
-        self.retry = retry or Retry()
         self.store = store
         self.policy = policy
-        self.budgets = budgets or Budgets()
         self.clock = clock
         self.compactor = compactor
         self._transcripts = Transcripts(store)
@@ -116,9 +122,9 @@ class Engine(Conversations):
         self.resources = resources or Resources(spec.resources, store.location)
         self._ctx = StepContext(
             spec=spec, store=store, clock=clock, transcripts=self._transcripts,
-            result_cap=result_cap, max_repeats=max_repeats, plain_errors=plain_errors,
-            has_events=any(spec.transitions.values()), resources=self.resources,
-            owner=new_owner(),
+            result_cap=self.config.result_cap, max_repeats=self.config.max_repeats,
+            plain_errors=plain_errors, has_events=any(spec.transitions.values()),
+            resources=self.resources, owner=self.config.owner,
         )
         #: The hooks (see :mod:`fsm.hooks`): those installed in this process, then these.
         self.hooks = HookSet([*installed(), *hooks])
@@ -127,17 +133,63 @@ class Engine(Conversations):
         #: definition hash → what a run on that definition is driven with.
         self._bound: dict[str, _Bound] = {}
 
+    # -- the config, read (set afterwards: deprecated) ----------------------------------
+
     @property
     def owner(self) -> str:
-        """The lease owner this engine drives runs as (a worker sets its own)."""
-        owner = self._ctx.owner
+        """The lease owner this engine drives runs as."""
+        owner = self.config.owner
         assert owner is not None
         return owner
 
     @owner.setter
     def owner(self, owner: str) -> None:
+        self._reconfigure("owner", owner)
         self._ctx = dataclasses.replace(self._ctx, owner=owner)
         self._bound = {}
+
+    @property
+    def lease_seconds(self) -> float:
+        """Seconds a run's lease lasts without a heartbeat."""
+        return self.config.lease_seconds
+
+    @lease_seconds.setter
+    def lease_seconds(self, seconds: float) -> None:
+        self._reconfigure("lease_seconds", seconds)
+
+    @property
+    def step_timeout(self) -> float | None:
+        """Seconds a step may last before the run's lease is given back (``None``: no
+        limit)."""
+        return self.config.step_timeout
+
+    @step_timeout.setter
+    def step_timeout(self, seconds: float | None) -> None:
+        self._reconfigure("step_timeout", seconds)
+
+    @property
+    def budgets(self) -> Budgets:
+        """The budgets a run gets when its start names none."""
+        return self.config.budgets
+
+    @budgets.setter
+    def budgets(self, budgets: Budgets) -> None:
+        self._reconfigure("budgets", budgets)
+
+    @property
+    def retry(self) -> Retry:
+        """How runs the infrastructure failed are tried again."""
+        return self.config.retry
+
+    @retry.setter
+    def retry(self, retry: Retry) -> None:
+        self._reconfigure("retry", retry)
+
+    def _reconfigure(self, name: str, value: Any) -> None:
+        warnings.warn(f"setting Engine.{name} after construction is deprecated; give it "
+                      f"as Engine(..., config=EngineConfig({name}=...))",
+                      DeprecationWarning, stacklevel=3)
+        self.config = dataclasses.replace(self.config, **{name: value})
 
     def add_hook(self, hook: Hooks) -> None:
         """Call ``hook`` at every hook point of the runs this engine drives from now on."""

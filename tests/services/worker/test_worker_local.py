@@ -18,7 +18,7 @@ import pytest
 from crashkit import FSM_BIN
 from prometheus_client.parser import text_string_to_metric_families
 
-from fsm import Engine, MemoryStore, StoreError, open_store
+from fsm import Engine, EngineConfig, MemoryStore, StoreError, open_store
 from fsm.auditor.audit import audit
 from fsm.store import SQLiteStore
 from fsm.worker import Worker, WorkerConfig
@@ -192,8 +192,8 @@ def test_a_heartbeat_keeps_the_lease_of_a_run_that_is_driven(shop: Shop) -> None
             time.sleep(0.02)
         return clerk(view)
 
-    engine = Engine(build(shop), store, slow)
-    engine.lease_seconds = 2.0  # renewed every 2/3 s while the policy waits
+    # Renewed every 2/3 s while the policy waits.
+    engine = Engine(build(shop), store, slow, config=EngineConfig(lease_seconds=2.0))
     run = engine.start("Order A-1001: broken", user="asha", run_id="hb")
     assert run.status == "done"
     assert len(seen) == 7 and all(u is not None for u in seen)
