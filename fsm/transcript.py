@@ -312,7 +312,6 @@ Message = Annotated[
 """One transcript message: a union of the shapes above, told apart by :func:`shape`."""
 
 _ADAPTER: TypeAdapter[Any] = TypeAdapter(Message)
-_LIST: TypeAdapter[Any] = TypeAdapter(list[Message])
 
 
 def read(m: Mapping[str, Any]) -> Message:
@@ -330,8 +329,3 @@ def validate(m: Any) -> Message:
     """A message from elsewhere, validated: a :class:`pydantic.ValidationError` names
     what is wrong with it."""
     return _ADAPTER.validate_python(m)  # type: ignore[no-any-return]
-
-
-def validate_all(messages: Any) -> list[Message]:
-    return _LIST.validate_python(messages)  # type: ignore[no-any-return]
-

@@ -338,11 +338,6 @@ def _check(spec: WorkflowSpec | None, max_retries: int, timeout: float,
                                f"got {server!r}")
 
 
-def json_choice(choice: Any) -> str:
-    """A tool_choice as the server saw it, for a log line."""
-    return translate.dumps(choice) if not isinstance(choice, str) else repr(choice)
-
-
 def _count(value: Any) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 

@@ -54,7 +54,6 @@ class Ruling:
     args: dict[str, Any] | None = None
 
 
-
 def pending_approval(store: Approvals, run: RunState) -> Approval:
     """The approval row of the run's pause."""
     assert run.pending is not None
@@ -254,15 +253,6 @@ def bound_records(spec: WorkflowSpec) -> frozenset[str]:
             for e, dst in events.items() if e in spec.records and spec.waits_for_person(dst)
         )
     return found  # type: ignore[no-any-return]
-
-
-def approved_binding_problem(spec: WorkflowSpec, store: Approvals, run: RunState) -> str | None:
-    """Why what the run holds differs from what a person approved, or ``None``.
-
-    The latest approval of a waiting state is bound to the record it asked about; before
-    any write runs, that record must still equal the approved arguments.
-    """
-    return approved_binding(spec, store, run)[1]
 
 
 def approved_binding(spec: WorkflowSpec, store: Approvals, run: RunState

@@ -352,12 +352,6 @@ def definition_from(row: Sequence[Any]) -> DefinitionRecord:
                             body=json.loads(body), recorded_at=at)
 
 
-#: The INSERT that keeps a definition unless its hash is kept already.
-def definition_insert(mark: str) -> str:
-    return (f"INSERT INTO definitions ({', '.join(DEFINITION_COLUMNS)}) "
-            f"VALUES ({', '.join([mark] * len(DEFINITION_COLUMNS))}) ON CONFLICT DO NOTHING")
-
-
 def definition_row(record: DefinitionRecord) -> tuple[Any, ...]:
     return (record.definition_hash, record.workflow, record.version,
             canonical(record.body), record.recorded_at)
