@@ -178,12 +178,12 @@ class Conversations(ABC):
         unread = self.store.replies(run.run_id, unread_only=True)
         if not unread:
             return run
-        s = Step(b.ctx, run, step=run.step)
-        for reply in unread:
-            if s.run.status not in ("running", "awaiting_customer"):
-                break
-            talking.read_reply(s, reply)
-        return s.save()
+        with Step(b.ctx, run, step=run.step) as s:
+            for reply in unread:
+                if s.run.status not in ("running", "awaiting_customer"):
+                    break
+                talking.read_reply(s, reply)
+        return s.landed
 
     def unanswered_if_due(self, run: RunState, b: Any) -> RunState:
         """Let a wait for the customer that has passed its time expire (a reply kept in
@@ -193,9 +193,9 @@ class Conversations(ABC):
             return run
         if self.store.replies(run.run_id, unread_only=True):
             return self.read_replies(run, b)
-        s = Step(b.ctx, run, step=run.step)
-        talking.unanswered(s)
-        return s.save()
+        with Step(b.ctx, run, step=run.step) as s:
+            talking.unanswered(s)
+        return s.landed
 
     def settled(self, run: RunState) -> RunState:
         """After letting go of ``run``: if it waits for its customer and a reply arrived

@@ -236,14 +236,14 @@ class Engine(Conversations):
             definition_hash=self.spec.definition_hash, user=user, state=self.spec.initial,
             budgets=budgets or self.budgets, created_at=now, updated_at=now,
         )
-        s = Step(self._ctx, run, step=0)
-        s.message(UserMessage.make(content=goal))
-        s.event("start", state_after=run.state, detail={"user": user, **(meta or {})})
-        s.token_hash = token_hash
-        # A conversation's opening message is the customer's first reply.
-        if token_hash is None or not talking.read_opening(s, goal):
-            s.entered(None)
-        run = s.create()
+        with Step(self._ctx, run, step=0, new_run=True) as s:
+            s.message(UserMessage.make(content=goal))
+            s.event("start", state_after=run.state, detail={"user": user, **(meta or {})})
+            s.token_hash = token_hash
+            # A conversation's opening message is the customer's first reply.
+            if token_hash is None or not talking.read_opening(s, goal):
+                s.entered(None)
+        run = s.landed
         return self.resume(run.run_id) if drive and run.status == "running" else run
 
     def resume(self, run_id: str, *, take_over: bool = False,
@@ -316,15 +316,15 @@ class Engine(Conversations):
         # A paused run is only released, not written: a new version would make its
         # pending approval (or the request its customer answers) stale.
         if took_from and run.status not in ("awaiting_approval", "awaiting_customer"):
-            s = Step(b.ctx, run, step=run.step)
-            s.event("takeover", detail={"from": took_from})
-            run = s.save()
+            with Step(b.ctx, run, step=run.step) as s:
+                s.event("takeover", detail={"from": took_from})
+            run = s.landed
         run = self._expire_if_due(run, b)
         run = self.unanswered_if_due(run, b)
         if run.status in ("model_unavailable", "model_refused"):
-            s = Step(b.ctx, run, step=run.step)
-            s.continue_after("resume", after=run.status)
-            run = s.save()
+            with Step(b.ctx, run, step=run.step) as s:
+                s.continue_after("resume", after=run.status)
+            run = s.landed
         if run.status == "running" and policy_record is not None:
             run = self._record_policy(run, b, policy_record)
         return run
@@ -333,9 +333,9 @@ class Engine(Conversations):
         recorded = policy_record(self.store.events(run.run_id))
         if same_policy(recorded, record):
             return run
-        s = Step(b.ctx, run, step=run.step)
-        s.policy_set(record, recorded)
-        return s.save()
+        with Step(b.ctx, run, step=run.step) as s:
+            s.policy_set(record, recorded)
+        return s.landed
 
     def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "", *,
                event: str | None = None, drive: bool = True,
@@ -362,9 +362,9 @@ class Engine(Conversations):
             ruling = review.review(b.spec, run, approval, approved=approved,
                                    reviewer=reviewer, note=note, now=self.clock(), event=event,
                                    amend=amend)
-            s = Step(b.ctx, run, step=run.step)
-            s.apply_ruling(ruling)
-            run = s.save()
+            with Step(b.ctx, run, step=run.step) as s:
+                s.apply_ruling(ruling)
+            run = s.landed
             if ruling.verdict == "expired":
                 raise review.expired_error(run_id, approval, run)
             if drive and run.status == "running":
@@ -382,9 +382,9 @@ class Engine(Conversations):
         :class:`~fsm.errors.HandoverRefused`."""
         with self._lease(run_id, kind="desk"):
             run, b = self._load(run_id)
-            s = Step(b.ctx, run, step=run.step)
-            desk.take(s, self._handover(run_id), person, note)
-            return s.save()
+            with Step(b.ctx, run, step=run.step) as s:
+                desk.take(s, self._handover(run_id), person, note)
+            return s.landed
 
     def close_handover(self, run_id: str, person: str, outcome: str, note: str, *,
                        event: str | None = None, drive: bool = True) -> RunState:
@@ -394,9 +394,9 @@ class Engine(Conversations):
         (``drive=False``: leaves it to the workers)."""
         with self._lease(run_id, kind="desk"):
             run, b = self._load(run_id)
-            s = Step(b.ctx, run, step=run.step)
-            desk.close(s, self._handover(run_id), person, outcome, note, event)
-            run = s.save()
+            with Step(b.ctx, run, step=run.step) as s:
+                desk.close(s, self._handover(run_id), person, outcome, note, event)
+            run = s.landed
             return self._drive(run, b) if drive and run.status == "running" else run
 
     def fork(self, run_id: str, *, at: int, new_run_id: str | None = None) -> RunState:
@@ -423,9 +423,9 @@ class Engine(Conversations):
         with self._lease(run_id, kind="budgets"):
             run, b = self._load(run_id)
             budgets, changes = raised_budgets(run, limits, by)
-            s = Step(b.ctx, run, step=run.step)
-            s.raise_budgets(budgets, by, changes)
-            return s.save()
+            with Step(b.ctx, run, step=run.step) as s:
+                s.raise_budgets(budgets, by, changes)
+            return s.landed
 
     def sweep(self, skipped: list[tuple[str, str]] | None = None, *,
               failed: list[tuple[str, str]] | None = None,
@@ -517,9 +517,9 @@ class Engine(Conversations):
         while run.status in ("running", "awaiting_customer"):
             try:
                 if isinstance(run.pending, ApprovedCall):
-                    s = Step(b.ctx, run, step=run.pending.step)
-                    s.run_approved(run.pending)
-                    run = s.save()
+                    with Step(b.ctx, run, step=run.pending.step) as s:
+                        s.run_approved(run.pending)
+                    run = s.landed
                 elif self._unread(run, b) and not (first and self._claim_left(run)):
                     # What the customer said is read before the model is asked again (after
                     # a step a crash left half done, which the model took without it).
@@ -555,21 +555,23 @@ class Engine(Conversations):
             return self._unavailable(run.run_id, b, exc, NO_USAGE)
         reason = run.used.exhausted(run.budgets)
         if reason is not None:
-            s = Step(b.ctx, run, step=run.step)
-            s.stop("budget_exhausted", reason)
-            return s.save()
+            with Step(b.ctx, run, step=run.step) as s:
+                s.stop("budget_exhausted", reason)
+            return s.landed
         if b.ctx.hooks is not None:
             observe.before_policy(b.ctx.hooks, b.spec, run, step, self.policy)
         s = Step(b.ctx, run, step=step, started=started)
         try:
-            self._compact(s)
-            record = s.record_view(s.run.compaction)
-            messages = self._transcripts.of(run.run_id)
-            action = self._ask(s, render(b.spec, b.schemas, run.run_id, record, messages))
-            if action is not None:
-                s.act(action)
-            return s.save()
+            with s:
+                self._compact(s)
+                record = s.record_view(s.run.compaction)
+                messages = self._transcripts.of(run.run_id)
+                action = self._ask(s, render(b.spec, b.schemas, run.run_id, record, messages))
+                if action is not None:
+                    s.act(action)
+            return s.landed
         except Unavailable as exc:
+            # What the step's model calls cost, though the step rolled back.
             return self._unavailable(run.run_id, b, exc, _spent(run, s.run))
 
     def _unavailable(self, run_id: str, b: _Bound, exc: Unavailable, lost: Usage) -> RunState:
@@ -583,9 +585,9 @@ class Engine(Conversations):
             run = self.store.load_run(run_id)
             tries = run.unavailable + 1
             delay = self.retry.delay(tries)
-            s = Step(b.ctx, run, step=run.step)
-            s.unavailable(str(exc), lost, tries=tries, limit=limit, retry_in=delay)
-            run = s.save()
+            with Step(b.ctx, run, step=run.step) as s:
+                s.unavailable(str(exc), lost, tries=tries, limit=limit, retry_in=delay)
+            run = s.landed
         except Unavailable:
             raise exc from None
         if run.status != "running":
@@ -678,13 +680,13 @@ class Engine(Conversations):
     def _recover(self, run: RunState, b: _Bound, effect: Effect, started: float) -> RunState:
         problem = claims.claim_problem(b.ctx, run, effect)
         if problem is not None:
-            s = Step(b.ctx, run, step=run.step)
-            s.refuse_claim(effect, problem)
-            return s.save()
-        s = Step(b.ctx, run, step=effect.step, started=started)
-        s.record_view(run.compaction)
-        s.recover(effect)
-        return s.save()
+            with Step(b.ctx, run, step=run.step) as s:
+                s.refuse_claim(effect, problem)
+            return s.landed
+        with Step(b.ctx, run, step=effect.step, started=started) as s:
+            s.record_view(run.compaction)
+            s.recover(effect)
+        return s.landed
 
     def _expire_if_due(self, run: RunState, b: _Bound) -> RunState:
         """Apply an expired approval: fire the expiry event, or tell the model. An
@@ -697,14 +699,14 @@ class Engine(Conversations):
             return self._unlogged(run, b, unlogged)
         if not review.is_due(approval, self.clock()):
             return run
-        s = Step(b.ctx, run, step=run.step)
-        s.apply_ruling(review.expiry(b.spec, run, approval))
-        return s.save()
+        with Step(b.ctx, run, step=run.step) as s:
+            s.apply_ruling(review.expiry(b.spec, run, approval))
+        return s.landed
 
     def _unlogged(self, run: RunState, b: _Bound, reason: str) -> RunState:
-        s = Step(b.ctx, run, step=run.step)
-        s.hand_over_waiting(reason)
-        return s.save()
+        with Step(b.ctx, run, step=run.step) as s:
+            s.hand_over_waiting(reason)
+        return s.landed
 
     # -- plumbing ---------------------------------------------------------------------
 

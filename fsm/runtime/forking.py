@@ -127,19 +127,19 @@ def fork(engine: Any, run_id: str, *, at: int, new_run_id: str | None = None) ->
     })
     carried = [{"key": e.key, "tool": e.tool, "args_hash": fingerprint(e.args)}
                for e in store.effects(run_id) if e.status == "DONE" and e.step <= at]
-    s = Step(engine.context_for(spec), run, step=at)
-    s.messages.extend(messages)
-    # The parent's reply token is the parent's: a conversation forked takes its replies
-    # through fsm reply (or the engine), not through that token.
-    started = {k: v for k, v in rec.start().items() if k != "reply_token_sha256"}
-    # What the run had used by the step, so that the fork's own part of its log can be
-    # counted alone should the parent's log be gone (a pruned parent).
-    at_fork = {"steps": run.used.steps, "cost_micros": run.used.cost_micros}
-    detail = {**started, "user": parent.user, "forked_from": origin.model_dump(),
-              "carried": carried, "used_at_fork": at_fork}
-    s.event("start", state_after=run.state, detail=detail)
-    _wait_again(s, waiting)
-    return s.create()
+    with Step(engine.context_for(spec), run, step=at, new_run=True) as s:
+        s.messages.extend(messages)
+        # The parent's reply token is the parent's: a conversation forked takes its replies
+        # through fsm reply (or the engine), not through that token.
+        started = {k: v for k, v in rec.start().items() if k != "reply_token_sha256"}
+        # What the run had used by the step, so that the fork's own part of its log can be
+        # counted alone should the parent's log be gone (a pruned parent).
+        at_fork = {"steps": run.used.steps, "cost_micros": run.used.cost_micros}
+        detail = {**started, "user": parent.user, "forked_from": origin.model_dump(),
+                  "carried": carried, "used_at_fork": at_fork}
+        s.event("start", state_after=run.state, detail=detail)
+        _wait_again(s, waiting)
+    return s.landed
 
 
 def _maybe(store: Any, run_id: str) -> RunState | None:

@@ -38,8 +38,8 @@ def move_run(store: Store, run_id: str, move: RunMove, *, version: int,
                           transcripts=Transcripts(store), owner=owner)
         waiting = isinstance(run.pending, CallAwaitingApproval | EventAwaitingPerson)
         approval = review.pending_approval(store, run) if waiting else None
-        s = Step(ctx, run, step=run.step)
-        s.migrate(move, approval)
-        return s.save()
+        with Step(ctx, run, step=run.step) as s:
+            s.migrate(move, approval)
+        return s.landed
     finally:
         store.release(run_id, owner)

@@ -85,11 +85,20 @@ _POLICY_KEYS = ("policy", "base_url", "timeout", "settings")
 
 
 class Step:
-    """Collects what one step writes, then commits it in one transaction."""
+    """Collects what one step writes, then commits it in one transaction when the
+    ``with`` block that holds it ends::
+
+        with Step(ctx, run, step=run.step) as s:
+            s.stop("handed_over", "a person takes over")
+        run = s.landed
+    """
 
     def __init__(self, ctx: StepContext, run: RunState, *, step: int,
-                 started: float | None = None) -> None:
+                 started: float | None = None, new_run: bool = False) -> None:
         self.ctx = ctx
+        #: The step creates its run: its commit inserts the run row (see :meth:`create`).
+        self.new_run = new_run
+        self._landed: RunState | None = None
         # The step's own copy, changed in place: the caller's run stays as it was loaded.
         self.run = run.model_copy()
         self.run.used = run.used.model_copy()
@@ -122,6 +131,25 @@ class Step:
         self._fault = False
         #: Set when this step has claimed a write's key (committed) and not yet called it.
         self._claimed = False
+
+    # -- the step as a block ---------------------------------------------------------
+
+    def __enter__(self) -> Step:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        """A block that ends without an exception commits the step (an exception rolls
+        nothing forward: the step is not written, and the exception goes on)."""
+        if kind is None:
+            self._landed = self.create() if self.new_run else self.save()
+
+    @property
+    def landed(self) -> RunState:
+        """The run as the step's commit left it (read after the step's ``with`` block)."""
+        if self._landed is None:
+            raise RuntimeError("the step has not landed: read Step.landed after its "
+                               "with block")
+        return self._landed
 
     # -- record -------------------------------------------------------------------
 
