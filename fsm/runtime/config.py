@@ -40,25 +40,24 @@ class EngineConfig:
     owner: str | None = None
 
     def __post_init__(self) -> None:
-        if not _positive(self.lease_seconds):
-            raise ValueError(f"lease_seconds must be a positive number of seconds, not "
-                             f"{self.lease_seconds!r}")
-        if self.step_timeout is not None and not _positive(self.step_timeout):
-            raise ValueError(f"step_timeout must be a positive number of seconds or None, "
-                             f"not {self.step_timeout!r}")
-        if isinstance(self.result_cap, bool) or not isinstance(self.result_cap, int) \
-                or self.result_cap < 1:
-            raise ValueError(f"result_cap must be a positive whole number of characters, "
-                             f"not {self.result_cap!r}")
-        if self.max_repeats is not None and (isinstance(self.max_repeats, bool) or
-                                             not isinstance(self.max_repeats, int)
-                                             or self.max_repeats < 1):
-            raise ValueError(f"max_repeats must be a whole number of 1 or more, or None, "
-                             f"not {self.max_repeats!r}")
-        if self.owner is not None and (not isinstance(self.owner, str) or not self.owner):
-            raise ValueError(f"owner must be a non-empty string or None, not {self.owner!r}")
+        for name, ok, allowed in (
+            ("lease_seconds", _seconds(self.lease_seconds), "a positive number of seconds"),
+            ("step_timeout", self.step_timeout is None or _seconds(self.step_timeout),
+             "a positive number of seconds or None"),
+            ("result_cap", _whole(self.result_cap), "a positive whole number of characters"),
+            ("max_repeats", self.max_repeats is None or _whole(self.max_repeats),
+             "a whole number of 1 or more, or None"),
+            ("owner", self.owner is None or (isinstance(self.owner, str) and self.owner != ""),
+             "a non-empty string or None"),
+        ):
+            if not ok:
+                raise ValueError(f"{name} must be {allowed}, not {getattr(self, name)!r}")
 
 
-def _positive(value: object) -> bool:
+def _seconds(value: object) -> bool:
     return (isinstance(value, int | float) and not isinstance(value, bool)
             and math.isfinite(value) and value > 0)
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1

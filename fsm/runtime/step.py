@@ -25,6 +25,7 @@ from fsm.errors import (
     WorkflowCodeError,
     is_transient,
 )
+from fsm.hooks import ToolCallInfo
 from fsm.machine import machine_for
 from fsm.policy import NO_USAGE, Action, Usage
 from fsm.records import (
@@ -429,31 +430,36 @@ class Step:
               args_dict: dict[str, Any], key: str | None) -> tuple[Any, str | None, bool]:
         """Call the tool (its hooks around it): its result, or the error the model reads,
         and whether the tool said it partly applied (:class:`~fsm.errors.PartlyApplied`)."""
-        hooks = self.ctx.hooks
-        # The views are built only for hooks that look at tool calls.
-        watched = hooks is not None and (hooks.wants("before_tool") or hooks.wants("after_tool"))
-        call = observe.tool_call(self, tool.name, args_dict, key, write=tool.write,
-                                 claimed=self._claimed) if watched else None
-        if hooks is not None and call is not None:
-            hooks.call("before_tool", call)
-        result: Any = None
-        error: str | None = None
-        partly = False
+        call = self._before_tool(tool, args_dict, key)
         try:
             result = tool.fn(args, ctx)
         except Exception as exc:
+            error = describe(exc)
+            self._after_tool(call, error)
             if is_transient(exc):
                 # Not the tool's answer: the step rolls back and the run is tried again
                 # (a write claimed above is then in doubt, or called again if retry-safe).
-                error = describe(exc)
-                if hooks is not None and call is not None:
-                    hooks.call("after_tool", observe.tool_result(call, error))
                 raise Unavailable(f"{tool.name}: {error}") from exc
-            error = describe(exc)
-            partly = isinstance(exc, PartlyApplied)
+            return None, error, isinstance(exc, PartlyApplied)
+        self._after_tool(call, None)
+        return result, None, False
+
+    def _before_tool(self, tool: ToolSpec, args_dict: dict[str, Any],
+                     key: str | None) -> ToolCallInfo | None:
+        """The call as the hooks see it, given to ``before_tool``; ``None`` when no hook
+        looks at tool calls (the view is then never built)."""
+        hooks = self.ctx.hooks
+        if hooks is None or not (hooks.wants("before_tool") or hooks.wants("after_tool")):
+            return None
+        call = observe.tool_call(self, tool.name, args_dict, key, write=tool.write,
+                                 claimed=self._claimed)
+        hooks.call("before_tool", call)
+        return call
+
+    def _after_tool(self, call: ToolCallInfo | None, error: str | None) -> None:
+        hooks = self.ctx.hooks
         if hooks is not None and call is not None:
             hooks.call("after_tool", observe.tool_result(call, error))
-        return result, error, partly
 
     def _remember_call(self, tool: str, args: dict[str, Any], *, failed: bool) -> None:
         """The call joins the window the repetition rule reads (a failed one as failed)."""
