@@ -14,7 +14,6 @@ from __future__ import annotations
 import signal
 import sqlite3
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,8 +32,10 @@ HEADPHONES = "Order A-1002: my headphones stopped working, I want my money back"
 #: Short waits, so that a frozen holder's session ends within two seconds.
 SHORT = {"FSM_PG_MIGRATION_TIMEOUT": "4", "FSM_PG_SWEEP_TIMEOUT": "2",
          "FSM_PG_LOCK_TIMEOUT": "2"}
-#: What anyone else may take to do their work while the holder is frozen.
-WITHIN = 20.0
+#: How long anyone else's work may take while the holder is frozen: it only bounds a
+#: failure. The holder stays frozen until the test lets it go, so whoever waited on it would
+#: wait for ever; finishing at all, while it is still frozen, is what shows nobody did.
+DEADLINE = 120.0
 
 
 def frozen(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> bool:
@@ -60,12 +61,6 @@ def fleet(pg_url: str, tmp_path: Path) -> Iterator[Fleet]:
     f.close()
 
 
-def timed(*argv: str, env: dict[str, str]) -> tuple[Exit, float]:
-    t0 = time.monotonic()
-    e = run_fsm(*argv, env=env, timeout=60)
-    return e, time.monotonic() - t0
-
-
 def thaw(proc: subprocess.Popen[str]) -> Exit:
     """Let a frozen process go on; how it ended."""
     proc.send_signal(signal.SIGCONT)
@@ -82,32 +77,26 @@ def test_a_process_frozen_holding_the_migration_lock_stalls_no_one(
         wait_for("the first process to freeze holding the migration lock",
                  lambda: frozen(holder) or holder.poll() is not None, 30)
         assert frozen(holder), holder.communicate()
-        took: dict[str, float] = {}
         for name, argv in {
             "submit": ["submit", "refund", KETTLE, "--user", "asha", "--run-id", "w1"],
             "run": ["run", "refund", HEADPHONES, "--user", "ravi", "--run-id", "big"],
             "approve": ["approve", "big", "--reviewer", "priya", "--note", "ok"],
             "sweep": ["sweep"],
         }.items():
-            e, took[name] = timed(*argv, "--db", pg_url, env=env)
+            e = run_fsm(*argv, "--db", pg_url, env=env, timeout=DEADLINE)
             assert e.code == 0, (name, e)
         assert frozen(holder)  # all of it while the holder stays frozen
         fleet = Fleet(pg_url, tmp_path, **SHORT)
         try:
-            t0 = time.monotonic()
             w = fleet.start("--poll-seconds", "0.1")
             wait_for("a worker to finish the submitted run",
-                     lambda: open_done(pg_url, "w1"), WITHIN)
-            took["worker"] = time.monotonic() - t0
+                     lambda: open_done(pg_url, "w1"), DEADLINE)
             assert fleet.stop(w) == 0
         finally:
             fleet.close()
-        t0 = time.monotonic()
         server, _ = launch(pg_url, env=env)
-        took["serve"] = time.monotonic() - t0
         stopped(server)
-        assert frozen(holder)
-        assert max(took.values()) < WITHIN, took
+        assert frozen(holder)  # the worker and the server too
     finally:
         ended = thaw(holder)
     # The holder's session was ended while it was frozen: it says so in one line.
@@ -141,11 +130,10 @@ def test_a_worker_frozen_holding_the_sweep_lock_stalls_no_other_sweeper(
     a = fleet.start("--poll-seconds", "0.1", "--sweep-seconds", "0.2",
                     FSM_CLOCK_OFFSET=late, FSM_FAULT="sweep_locked@0:stop")
     wait_for("worker A to freeze holding the sweep lock", lambda: frozen(a), 30)
-    t0 = time.monotonic()
     b = fleet.start("--poll-seconds", "0.1", "--sweep-seconds", "0.2", FSM_CLOCK_OFFSET=late)
     wait_for("worker B to sweep every expired approval", lambda: all(
-        store.load_run(f"e{n}").status == "handed_over" for n in range(3)), WITHIN)
-    assert time.monotonic() - t0 < WITHIN and frozen(a)
+        store.load_run(f"e{n}").status == "handed_over" for n in range(3)), DEADLINE)
+    assert frozen(a)  # all of it while A stays frozen
     # B says so once its sweep is over (the runs are written first).
     wait_for("worker B to say it expired them", lambda: all(
         f"expired e{n}'s approval" in fleet.log(b) for n in range(3)), 10)
@@ -166,11 +154,10 @@ def test_a_worker_frozen_holding_the_shops_schema_lock_stalls_no_other_worker(
     a = fleet.start("--poll-seconds", "0.1", "--concurrency", "1", "--lease-seconds", "2",
                     FSM_FAULT="shop_schema_locked@0:stop")
     wait_for("worker A to freeze creating the shop's tables", lambda: frozen(a), 30)
-    t0 = time.monotonic()
     b = fleet.start("--poll-seconds", "0.1", "--lease-seconds", "2")
     wait_for("worker B to finish every run, worker A's too", lambda: all(
-        store.load_run(r).status == "done" for r in runs), WITHIN + 10)
-    assert time.monotonic() - t0 < WITHIN + 10 and frozen(a)
+        store.load_run(r).status == "done" for r in runs), DEADLINE)
+    assert frozen(a)  # all of it while A stays frozen
     shop = PostgresShop(pg_url)
     try:
         assert sorted(p["order_id"] for p in shop.ledger()) == ["A-1001", "A-1004", "A-1005"]
@@ -185,7 +172,9 @@ def test_a_worker_whose_step_never_returns_gives_the_lease_back(
         KETTLE, user="asha", run_id="stuck", drive=False,
         meta={"workflow_ref": "refund", "policy": "default"})
     marker = tmp_path / "marker"
-    a = fleet.start("--policy", "fleetkit:marked_clerk", "--lease-seconds", "4",
+    # The lease outlasts the step timeout by far: B can only have it from A's hand, not by
+    # its expiry, even on a machine too busy to run A's heartbeat for a few seconds.
+    a = fleet.start("--policy", "fleetkit:marked_clerk", "--lease-seconds", "15",
                     "--step-timeout", "2", "--poll-seconds", "0.1",
                     FLEET_SLOW_STATE="verifying", FLEET_MARKER=str(marker),
                     FLEET_SLOW_SECONDS="600")
@@ -194,7 +183,7 @@ def test_a_worker_whose_step_never_returns_gives_the_lease_back(
     b = fleet.start("--policy", "fleetkit:sleepy_clerk", "--poll-seconds", "0.1",
                     FLEET_SLEEP="0.01")
     wait_for("worker B to finish the run", lambda: store.load_run("stuck").status == "done",
-             WITHIN)
+             DEADLINE)
     assert a.poll() is None  # A still waits in its step, and holds nothing
     # Given back, not left to expire: B took it from nobody.
     assert "taken stuck (refund)" in fleet.log(b) and "taken stuck (refund) from" not in \
