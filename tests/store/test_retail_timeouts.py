@@ -79,7 +79,7 @@ def test_opening_while_another_session_holds_the_lock_fails_after_the_lock_timeo
     with pytest.raises(StoreUnavailable) as info:
         PostgresRetail(pg_url)
     took = time.monotonic() - t0
-    assert 0.5 <= took < 15.0, took
+    assert took >= 0.5, took  # it waited for the lock (never past the test's timeout)
     assert one_line(info.value).startswith("retail database postgresql://")
     assert ": cannot open the tables: waited 0.5s for a lock another session holds " \
            "(lock_timeout); find the holder in pg_locks (" in str(info.value)
@@ -103,7 +103,7 @@ def test_a_reset_while_another_session_holds_the_lock_fails_and_changes_nothing(
         with pytest.raises(StoreUnavailable) as info:
             db.reset()
         took = time.monotonic() - t0
-        assert 0.5 <= took < 15.0, took
+        assert took >= 0.5, took  # it waited for the lock (never past the test's timeout)
         assert ": reset: waited 0.5s for a lock another session holds (lock_timeout)" in \
             one_line(info.value)
         assert db.hash() == changed and [w["key"] for w in db.writes()] == ["a:1"]
@@ -132,7 +132,7 @@ def test_sqlite_waits_the_busy_timeout_of_the_settings(
                 with pytest.raises(StoreUnavailable) as info:
                     action()
                 took = time.monotonic() - t0
-                assert 0.3 <= took < 15.0, (what, took)
+                assert took >= 0.3, (what, took)  # it waited for the lock
                 assert one_line(info.value) == (
                     f"retail database {path!r}: {what}: waited 0.3s for another process's "
                     "lock on the database (database is locked); try again")
