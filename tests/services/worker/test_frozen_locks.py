@@ -75,7 +75,7 @@ def test_a_process_frozen_holding_the_migration_lock_stalls_no_one(
                        env={**env, "FSM_FAULT": "migration_locked@0:stop"})
     try:
         wait_for("the first process to freeze holding the migration lock",
-                 lambda: frozen(holder) or holder.poll() is not None, 30)
+                 lambda: frozen(holder) or holder.poll() is not None, DEADLINE)
         assert frozen(holder), holder.communicate()
         for name, argv in {
             "submit": ["submit", "refund", KETTLE, "--user", "asha", "--run-id", "w1"],
@@ -129,7 +129,7 @@ def test_a_worker_frozen_holding_the_sweep_lock_stalls_no_other_sweeper(
     late = str(spec.approval_ttl_seconds + 60)  # every approval is due for the workers
     a = fleet.start("--poll-seconds", "0.1", "--sweep-seconds", "0.2",
                     FSM_CLOCK_OFFSET=late, FSM_FAULT="sweep_locked@0:stop")
-    wait_for("worker A to freeze holding the sweep lock", lambda: frozen(a), 30)
+    wait_for("worker A to freeze holding the sweep lock", lambda: frozen(a), DEADLINE)
     b = fleet.start("--poll-seconds", "0.1", "--sweep-seconds", "0.2", FSM_CLOCK_OFFSET=late)
     wait_for("worker B to sweep every expired approval", lambda: all(
         store.load_run(f"e{n}").status == "handed_over" for n in range(3)), DEADLINE)
@@ -153,7 +153,7 @@ def test_a_worker_frozen_holding_the_shops_schema_lock_stalls_no_other_worker(
                      meta={"workflow_ref": "refund", "policy": "default"})
     a = fleet.start("--poll-seconds", "0.1", "--concurrency", "1", "--lease-seconds", "2",
                     FSM_FAULT="shop_schema_locked@0:stop")
-    wait_for("worker A to freeze creating the shop's tables", lambda: frozen(a), 30)
+    wait_for("worker A to freeze creating the shop's tables", lambda: frozen(a), DEADLINE)
     b = fleet.start("--poll-seconds", "0.1", "--lease-seconds", "2")
     wait_for("worker B to finish every run, worker A's too", lambda: all(
         store.load_run(r).status == "done" for r in runs), DEADLINE)
@@ -178,7 +178,7 @@ def test_a_worker_whose_step_never_returns_gives_the_lease_back(
                     "--step-timeout", "2", "--poll-seconds", "0.1",
                     FLEET_SLOW_STATE="verifying", FLEET_MARKER=str(marker),
                     FLEET_SLOW_SECONDS="600")
-    wait_for("worker A to hang in a step", marker.exists, 30)
+    wait_for("worker A to hang in a step", marker.exists, DEADLINE)
     owner = store.lease("stuck").owner  # type: ignore[union-attr]
     b = fleet.start("--policy", "fleetkit:sleepy_clerk", "--poll-seconds", "0.1",
                     FLEET_SLEEP="0.01")

@@ -150,15 +150,15 @@ def test_a_worker_paused_past_its_lease_can_neither_write_nor_commit(
     a = fleet.start("--policy", "fleetkit:marked_clerk", "--lease-seconds", LEASE,
                     "--poll-seconds", "0.1", FLEET_SLOW_STATE=state, FLEET_MARKER=str(marker),
                     FLEET_SLOW_SECONDS="5")
-    wait_for(f"worker A to reach {state}", marker.exists, 60)
+    wait_for(f"worker A to reach {state}", marker.exists, 120)
     a.send_signal(signal.SIGSTOP)
     a_owner = store.lease("frozen").owner  # type: ignore[union-attr]
     b = fleet.start("--policy", "fleetkit:sleepy_clerk", "--lease-seconds", LEASE,
                     "--poll-seconds", "0.1", FLEET_SLEEP="0.01")
-    wait_for("worker B to finish the run", lambda: finished(store, "frozen"), 60)
+    wait_for("worker B to finish the run", lambda: finished(store, "frozen"), 120)
     assert f"taken frozen (refund) from {a_owner}" in fleet.log(b)
     a.send_signal(signal.SIGCONT)
-    wait_for("worker A to drop the run", lambda: "dropped frozen" in fleet.log(a), 30)
+    wait_for("worker A to drop the run", lambda: "dropped frozen" in fleet.log(a), 120)
     line = next(x for x in fleet.log(a).splitlines() if "dropped frozen" in x)
     assert "lease lost to" in line and "refused" in line, line
     assert "finished frozen" not in fleet.log(a)
