@@ -90,7 +90,7 @@ def test_concurrent_claims_never_hand_out_a_run_twice(store: Store, shop: Postgr
         submit(store, shop, f"r{i}", "Order A-1001: broken kettle", "asha")
     got: dict[int, list[str]] = {n: [] for n in range(3)}
     barrier = threading.Barrier(3)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120  # only bounds a failure
 
     def claim(n: int) -> None:
         # Each claimer goes on until all 30 are handed out (a claim that finds the free
@@ -112,7 +112,10 @@ def test_concurrent_claims_never_hand_out_a_run_twice(store: Store, shop: Postgr
     everything = [r for runs in got.values() for r in runs]
     assert sorted(everything) == sorted(f"r{i}" for i in range(30))  # each exactly once
     for n, runs in got.items():
-        assert {store.lease(r).owner for r in runs} == {f"host{n}.example:{n}:x"}  # type: ignore[union-attr]
+        # Each run's lease is its claimer's. (Which claimer gets how many is not promised:
+        # on a busy machine one may find every row taken before its first try.)
+        assert all(store.lease(r).owner == f"host{n}.example:{n}:x"  # type: ignore[union-attr]
+                   for r in runs), (n, runs)
 
 
 def test_two_workers_race_for_one_run_and_exactly_one_drives_it(
