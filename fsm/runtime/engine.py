@@ -12,7 +12,7 @@ import dataclasses
 import time
 import warnings
 from collections.abc import Generator, Iterable, Iterator
-from typing import Any, NamedTuple, cast
+from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
 from pydantic import ValidationError
 
@@ -81,8 +81,30 @@ class _Bound(NamedTuple):
     schemas: Schemas
 
 
+T = TypeVar("T")
+
 #: ``max_repeats`` not given on its own: the config's holds (``None`` is a value: no limit).
 _GIVEN_BY_CONFIG = object()
+
+
+class _Setting(Generic[T]):
+    """An engine's field of its config, read as an attribute (``engine.lease_seconds``);
+    setting it afterwards still works for a release, with a deprecation warning."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, engine: None, owner: type) -> _Setting[T]: ...
+
+    @overload
+    def __get__(self, engine: Engine, owner: type) -> T: ...
+
+    def __get__(self, engine: Engine | None, owner: type) -> T | _Setting[T]:
+        return self if engine is None else cast(T, getattr(engine.config, self.name))
+
+    def __set__(self, engine: Engine, value: T) -> None:
+        engine._reconfigure(self.name, value)
 
 
 class Engine(Conversations):
@@ -148,42 +170,14 @@ class Engine(Conversations):
         self._ctx = dataclasses.replace(self._ctx, owner=owner)
         self._bound = {}
 
-    @property
-    def lease_seconds(self) -> float:
-        """Seconds a run's lease lasts without a heartbeat."""
-        return self.config.lease_seconds
-
-    @lease_seconds.setter
-    def lease_seconds(self, seconds: float) -> None:
-        self._reconfigure("lease_seconds", seconds)
-
-    @property
-    def step_timeout(self) -> float | None:
-        """Seconds a step may last before the run's lease is given back (``None``: no
-        limit)."""
-        return self.config.step_timeout
-
-    @step_timeout.setter
-    def step_timeout(self, seconds: float | None) -> None:
-        self._reconfigure("step_timeout", seconds)
-
-    @property
-    def budgets(self) -> Budgets:
-        """The budgets a run gets when its start names none."""
-        return self.config.budgets
-
-    @budgets.setter
-    def budgets(self, budgets: Budgets) -> None:
-        self._reconfigure("budgets", budgets)
-
-    @property
-    def retry(self) -> Retry:
-        """How runs the infrastructure failed are tried again."""
-        return self.config.retry
-
-    @retry.setter
-    def retry(self, retry: Retry) -> None:
-        self._reconfigure("retry", retry)
+    #: Seconds a run's lease lasts without a heartbeat.
+    lease_seconds: _Setting[float] = _Setting()
+    #: Seconds a step may last before the run's lease is given back (``None``: no limit).
+    step_timeout: _Setting[float | None] = _Setting()
+    #: The budgets a run gets when its start names none.
+    budgets: _Setting[Budgets] = _Setting()
+    #: How runs the infrastructure failed are tried again.
+    retry: _Setting[Retry] = _Setting()
 
     def _reconfigure(self, name: str, value: Any) -> None:
         warnings.warn(f"setting Engine.{name} after construction is deprecated; give it "
