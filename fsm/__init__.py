@@ -74,6 +74,7 @@ if _TYPE_CHECKING:
         Used,
         ViewRecord,
     )
+    from fsm.runtime.async_engine import AsyncEngine
     from fsm.runtime.compaction import Compactor
     from fsm.runtime.config import EngineConfig
     from fsm.runtime.engine import Engine
@@ -123,6 +124,7 @@ _MODULES = {
         "Used", "ViewRecord",
     ),
     "fsm.runtime.compaction": ("Compactor",),
+    "fsm.runtime.async_engine": ("AsyncEngine",),
     "fsm.runtime.config": ("EngineConfig",),
     "fsm.runtime.engine": ("Engine",),
     "fsm.runtime.forking": ("fork",),
@@ -166,6 +168,7 @@ __all__ = [
     "ApprovalExpired",
     "ApprovalRefused",
     "ApprovalStale",
+    "AsyncEngine",
     "Budgets",
     "BundleError",
     "Compactor",

@@ -29,6 +29,7 @@ from fsm.errors import (
 from fsm.records import FINAL_STATUSES, RunState
 from fsm.runtime import talking
 from fsm.runtime.customer import asked_hash, waiting_request
+from fsm.runtime.driving import Driving, finished
 from fsm.runtime.step import Step
 
 if TYPE_CHECKING:
@@ -81,8 +82,8 @@ class Conversations(ABC):
         """Hold the run for a step (a context manager)."""
 
     @abstractmethod
-    def _drive(self, run: RunState, b: Any) -> RunState:
-        """Drive the run until it stops."""
+    def _driving(self, run: RunState, b: Any) -> Driving[RunState]:
+        """Drive the run until it stops or waits (the generator's value: the run)."""
 
     @abstractmethod
     def definition_of(self, run: RunState) -> WorkflowSpec:
@@ -154,13 +155,16 @@ class Conversations(ABC):
         """Let a run that waits for its customer read the replies kept for it, then (with
         ``drive`` and a policy) drive it until it stops. A run another process holds is
         left alone: that process reads them."""
+        return finished(self._delivering(run_id, drive=drive), self.policy)
+
+    def _delivering(self, run_id: str, *, drive: bool) -> Driving[RunState]:
         run = self.store.load_run(run_id)
         for _ in range(_SETTLE_ROUNDS):
             try:
                 with self._lease(run_id):
                     run, b = self._load(run_id)
                     if drive and self.policy is not None:
-                        run = self._drive(run, b)
+                        run = yield from self._driving(run, b)
                     elif run.status == "awaiting_customer":
                         run = self.read_replies(run, b)
             except RunLocked:
@@ -200,8 +204,11 @@ class Conversations(ABC):
     def settled(self, run: RunState) -> RunState:
         """After letting go of ``run``: if it waits for its customer and a reply arrived
         while it was held, read it now (and drive on, with a policy)."""
+        return finished(self._settling(run), self.policy)
+
+    def _settling(self, run: RunState) -> Driving[RunState]:
         if self._unread_while_waiting(run):
-            return self.deliver(run.run_id, drive=self.policy is not None)
+            return (yield from self._delivering(run.run_id, drive=self.policy is not None))
         return run
 
     def sweep_conversations(self, skipped: list[tuple[str, str]] | None = None, *,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 import warnings
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
 from pydantic import ValidationError
@@ -59,6 +59,7 @@ from fsm.runtime.compaction import Compactor
 from fsm.runtime.config import EngineConfig
 from fsm.runtime.context import Clock, StepContext, Transcripts
 from fsm.runtime.conversing import Conversations
+from fsm.runtime.driving import Ask, AsyncPolicyCalledSync, Driving, answered, finished
 from fsm.runtime.leases import HEARTBEATS, Lease
 from fsm.runtime.observe import Outcome
 from fsm.runtime.retry import Retry
@@ -252,12 +253,7 @@ class Engine(Conversations):
         never a secret); when it differs from the one the run's log records, the change
         is logged as a ``policy_set`` event, and later resumes continue with it.
         """
-        driving = self._steps(run_id, take_over, policy_record)
-        while True:
-            try:
-                next(driving)
-            except StopIteration as done:
-                return cast(RunState, done.value)
+        return finished(self._steps(run_id, take_over, policy_record), self.policy)
 
     def steps(self, run_id: str, *, take_over: bool = False,
               policy_record: dict[str, Any] | None = None
@@ -269,12 +265,14 @@ class Engine(Conversations):
         closed; breaking out of the loop (or ``close()``) leaves the run where its last
         commit put it, to be resumed later. A run with nothing to drive yields nothing.
         """
-        driving = self._steps(run_id, take_over, policy_record)
+        driving = answered(self._steps(run_id, take_over, policy_record), self.policy)
         try:
             while True:
-                yield Outcome.of(next(driving))
-        except StopIteration as done:
-            return cast(RunState, done.value)
+                try:
+                    run = next(driving)
+                except StopIteration as done:
+                    return cast(RunState, done.value)
+                yield Outcome.of(run)
         finally:
             driving.close()
 
@@ -288,17 +286,15 @@ class Engine(Conversations):
             driving.close()
 
     def _steps(self, run_id: str, take_over: bool, policy_record: dict[str, Any] | None
-               ) -> Generator[RunState, None, RunState]:
+               ) -> Driving[RunState]:
         """The run after each step (then as it was left), for :meth:`steps` and
         :meth:`resume`; what it was left as is the generator's return value."""
         with self._lease(run_id, force=take_over, kind="resume") as previous:
             run, b = self._load(run_id)
             run = self._prepared(run, b, previous if take_over else None, policy_record)
             if run.status in ("running", "awaiting_customer"):
-                for stepped in self._driving(run, b):
-                    run = stepped
-                    yield run
-        settled = self.settled(run)
+                run = yield from self._driving(run, b)
+        settled = yield from self._settling(run)
         if settled is not run:
             yield settled
         return settled
@@ -344,6 +340,12 @@ class Engine(Conversations):
         the workflow's approve and deny events. ``amend`` approves with changed arguments
         (e.g. ``{"amount_paise": 120_000}``), where the workflow's ``amend`` hook allows it.
         """
+        return finished(self._deciding(run_id, approved, reviewer, note, event=event,
+                                       drive=drive, amend=amend), self.policy)
+
+    def _deciding(self, run_id: str, approved: bool, reviewer: str, note: str, *,
+                  event: str | None, drive: bool, amend: dict[str, Any] | None
+                  ) -> Driving[RunState]:
         with self._lease(run_id, kind="decide"):
             run, b = self._load(run_id)
             if run.status != "awaiting_approval" or run.pending is None:
@@ -352,7 +354,7 @@ class Engine(Conversations):
             approval = review.pending_approval(self.store, run)
             unlogged = review.unlogged_decision(approval, self.store.events(run_id))
             if unlogged is not None:
-                return self.settled(self._unlogged(run, b, unlogged))
+                return (yield from self._settling(self._unlogged(run, b, unlogged)))
             ruling = review.review(b.spec, run, approval, approved=approved,
                                    reviewer=reviewer, note=note, now=self.clock(), event=event,
                                    amend=amend)
@@ -363,10 +365,10 @@ class Engine(Conversations):
                 raise review.expired_error(run_id, approval, run)
             if drive and run.status == "running":
                 try:
-                    run = self._drive(run, b)
+                    run = yield from self._driving(run, b)
                 except Unavailable:
                     pass  # the decision stands; the run stays running, to be tried again
-        return self.settled(run)
+        return (yield from self._settling(run))
 
     def take_handover(self, run_id: str, person: str, *, note: str | None = None
                       ) -> RunState:
@@ -386,12 +388,19 @@ class Engine(Conversations):
         ``closed``) and a required ``note`` (logged as ``close``). ``resumed`` fires
         ``event``, a person's event out of the hand-over state, and continues the run
         (``drive=False``: leaves it to the workers)."""
+        return finished(self._closing(run_id, person, outcome, note, event=event,
+                                      drive=drive), self.policy)
+
+    def _closing(self, run_id: str, person: str, outcome: str, note: str, *,
+                 event: str | None, drive: bool) -> Driving[RunState]:
         with self._lease(run_id, kind="desk"):
             run, b = self._load(run_id)
             with Step(b.ctx, run, step=run.step) as s:
                 desk.close(s, self._handover(run_id), person, outcome, note, event)
             run = s.landed
-            return self._drive(run, b) if drive and run.status == "running" else run
+            if drive and run.status == "running":
+                run = yield from self._driving(run, b)
+            return run
 
     def fork(self, run_id: str, *, at: int, new_run_id: str | None = None) -> RunState:
         """A new run from what run ``run_id`` had committed at step ``at`` (not driven;
@@ -497,14 +506,9 @@ class Engine(Conversations):
 
     # -- the loop ---------------------------------------------------------------------
 
-    def _drive(self, run: RunState, b: _Bound) -> RunState:
-        last = run
-        for last in self._driving(run, b):  # noqa: B007 - the last one is the result
-            pass
-        return last
-
-    def _driving(self, run: RunState, b: _Bound) -> Iterator[RunState]:
-        """The run after each step, until it stops or waits."""
+    def _driving(self, run: RunState, b: _Bound) -> Driving[RunState]:
+        """The run after each step, until it stops or waits (the generator's value is
+        the run as it was left)."""
         # Only the first step after loading can find a write claimed by a process that
         # died: while this engine holds the lease, nobody else claims this run's keys.
         first = True
@@ -519,17 +523,19 @@ class Engine(Conversations):
                     # a step a crash left half done, which the model took without it).
                     run = self.read_replies(run, b)
                 elif run.status == "running":
-                    run = self._step(run, b, look_for_claim=first)
+                    run = yield from self._step(run, b, look_for_claim=first)
                     first = False
                 else:
-                    return
+                    return run
             except Unavailable as exc:
                 if exc.run_id is not None:
                     raise  # logged and counted already (by _step)
-                yield self._unavailable(run.run_id, b, exc, NO_USAGE)
-                return
+                run = self._unavailable(run.run_id, b, exc, NO_USAGE)
+                yield run
+                return run
             HEARTBEATS.progress(self, run.run_id)
             yield run
+        return run
 
     def _unread(self, run: RunState, b: _Bound) -> bool:
         return b.spec.converses and bool(self.store.replies(run.run_id, unread_only=True))
@@ -538,7 +544,8 @@ class Engine(Conversations):
         claimed = self.store.effect(f"{run.run_id}:{run.step + 1}")
         return claimed is not None and claimed.status == "STARTED"
 
-    def _step(self, run: RunState, b: _Bound, *, look_for_claim: bool = True) -> RunState:
+    def _step(self, run: RunState, b: _Bound, *, look_for_claim: bool = True
+              ) -> Driving[RunState]:
         started = time.monotonic()
         step = run.step + 1
         try:
@@ -560,7 +567,8 @@ class Engine(Conversations):
                 self._compact(s)
                 record = s.record_view(s.run.compaction)
                 messages = self._transcripts.of(run.run_id)
-                action = self._ask(s, render(b.spec, b.schemas, run.run_id, record, messages))
+                action = yield from self._ask(
+                    s, render(b.spec, b.schemas, run.run_id, record, messages))
                 if action is not None:
                     s.act(action)
             return s.landed
@@ -599,13 +607,16 @@ class Engine(Conversations):
         if plan is not None:
             s.compact(plan.compaction, plan.usage, plan.detail)
 
-    def _ask(self, s: Step, view: Any, *, compacted: bool = False) -> Action | None:
+    def _ask(self, s: Step, view: Any, *, compacted: bool = False) -> Driving[Action | None]:
+        """Ask the policy (its driver calls it) and take its answer, or what it raised."""
         assert self.policy is not None, "this engine has no policy to drive runs with"
         hooks = s.ctx.hooks
         try:
-            raw = self.policy(view)
+            raw = yield Ask(view)
+        except AsyncPolicyCalledSync:
+            raise  # the engine's caller's mistake, not the policy's
         except PolicyUnavailable as exc:
-            return self._not_answered(s, exc, compacted=compacted)
+            return (yield from self._not_answered(s, exc, compacted=compacted))
         except Exception as exc:  # a bug in the policy, not model output
             if is_transient(exc):  # the policy's own database or network, for now
                 if hooks is not None:
@@ -626,7 +637,7 @@ class Engine(Conversations):
         return action
 
     def _not_answered(self, s: Step, exc: PolicyUnavailable, *,
-                      compacted: bool) -> Action | None:
+                      compacted: bool) -> Driving[Action | None]:
         """The model never answered: what the attempts cost counts, the step does not."""
         hooks = s.ctx.hooks
         try:
@@ -649,7 +660,7 @@ class Engine(Conversations):
         if isinstance(exc, PolicyRefused) and exc.overflow and not compacted:
             smaller = self._shrink(s)
             if smaller is not None:
-                return self._ask(s, smaller, compacted=True)
+                return (yield from self._ask(s, smaller, compacted=True))
         words = "model refused the request" if status == "model_refused" \
             else "model unavailable"
         s.stop(status, f"{words}: {one_line(shown(exc))}", error=exc.detail)

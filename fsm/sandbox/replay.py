@@ -9,9 +9,12 @@ report compares the recorded run and the replay step by step.
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import itertools
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +26,7 @@ from fsm.runtime.recording import RecordedPolicy, Recording, Sandbox, WriteAttem
 from fsm.spec import WorkflowSpec
 from fsm.tools import Resources
 
-__all__ = ["ReplayReport", "StepRow", "replay", "shown_action"]
+__all__ = ["ReplayReport", "StepRow", "replay", "replay_async", "shown_action"]
 
 
 def shown_action(m: dict[str, Any] | None) -> str:
@@ -166,3 +169,29 @@ def _args_at(actions: list[dict[str, Any]], step: int, tool: str) -> dict[str, A
     if 0 < step <= len(actions) and actions[step - 1].get("tool") == tool:
         return dict(actions[step - 1].get("args") or {})
     return {}
+
+
+async def replay_async(spec: WorkflowSpec, store: Any, run_id: str,
+                       policy: Callable[[Any], Any], *, policy_name: str = "",
+                       from_step: int = 0, live_reads: Resources | None = None,
+                       clock: Any = time.time) -> ReplayReport:
+    """:func:`replay` from an event loop, with a policy that may be ``async def``.
+
+    The sandbox runs in one thread of its own; each of the policy's answers is awaited
+    on the caller's loop, so an async model client (its connection pool, its limits)
+    serves the replay as it serves live runs."""
+    loop = asyncio.get_running_loop()
+
+    def asked(view: Any) -> Any:
+        raw = policy(view)
+        if inspect.isawaitable(raw):
+            return asyncio.run_coroutine_threadsafe(_awaited(raw), loop).result()
+        return raw
+
+    return await asyncio.to_thread(replay, spec, store, run_id, asked,
+                                   policy_name=policy_name, from_step=from_step,
+                                   live_reads=live_reads, clock=clock)
+
+
+async def _awaited(raw: Any) -> Any:
+    return await raw

@@ -1,0 +1,181 @@
+"""The engine for asyncio services: ``await engine.start(...)``, ``async for`` its steps.
+
+:class:`AsyncEngine` holds an :class:`~fsm.runtime.engine.Engine` and drives the same
+driving generators (:mod:`fsm.runtime.driving`) from the event loop: what a step writes,
+the gate, claims, effects, rulings, the customer's replies and the commit are the
+engine's own code, run in a small thread pool (the store, the tools); the model is
+awaited. A run that waits on its model holds no thread, so one process can hold many
+conversations in flight.
+
+The policy may be ``async def`` (awaited on the loop) or synchronous (called in the
+pool). The store is the same store: PostgreSQL's connection pool or SQLite's
+connection, used from the pool's threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from fsm.records import Budgets, RunState
+from fsm.runtime.conversing import Conversation
+from fsm.runtime.driving import Done, Driving, answered_async, finished_async
+from fsm.runtime.engine import Engine
+from fsm.runtime.observe import Outcome
+from fsm.spec import WorkflowSpec
+from fsm.store.base import Store
+
+T = TypeVar("T")
+
+#: Threads an async engine runs the store's work and the tools in, unless told otherwise.
+DEFAULT_THREADS = 8
+
+
+class AsyncEngine:
+    """Drives runs of one workflow from an event loop; see the module's docstring.
+
+    ``AsyncEngine(spec, store, policy, threads=8, **options)`` takes what
+    :class:`~fsm.runtime.engine.Engine` takes (``config=``, ``clock=``, ``hooks=``,
+    ``resources=``, ...). Many runs may be driven at once (each from its own task); one
+    run is driven by one caller at a time, as with the engine (its lease sees to it).
+    """
+
+    def __init__(self, spec: WorkflowSpec, store: Store, policy: Callable[[Any], Any] | None
+                 = None, *, threads: int = DEFAULT_THREADS, **options: Any) -> None:
+        if threads < 1:
+            raise ValueError(f"threads must be at least 1, not {threads!r}")
+        #: The engine whose rules drive the runs (its ``policy`` is this one's).
+        self.engine = Engine(spec, store, policy, **options)
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async")
+
+    @property
+    def spec(self) -> WorkflowSpec:
+        return self.engine.spec
+
+    @property
+    def store(self) -> Store:
+        return self.engine.store
+
+    @property
+    def policy(self) -> Callable[[Any], Any] | None:
+        return self.engine.policy
+
+    async def _call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """``fn`` run in the engine's threads (what touches the store)."""
+        return await asyncio.wrap_future(self._pool.submit(functools.partial(fn, *args,
+                                                                             **kwargs)))
+
+    async def _finish(self, driving: Driving[T]) -> T:
+        return await finished_async(driving, self.engine.policy, executor=self._pool)
+
+    # -- runs -------------------------------------------------------------------------
+
+    async def start(self, goal: str, *, user: str = "", run_id: str | None = None,
+                    budgets: Budgets | None = None, drive: bool = True,
+                    meta: dict[str, Any] | None = None) -> RunState:
+        """Create a run with ``goal`` as its first message, and drive it (see
+        :meth:`Engine.start <fsm.runtime.engine.Engine.start>`)."""
+        run = await self._call(self.engine.start, goal, user=user, run_id=run_id,
+                               budgets=budgets, drive=False, meta=meta)
+        return await self.resume(run.run_id) if drive and run.status == "running" else run
+
+    async def start_conversation(self, goal: str, *, user: str = "",
+                                 run_id: str | None = None, budgets: Budgets | None = None,
+                                 drive: bool = True, meta: dict[str, Any] | None = None
+                                 ) -> Conversation:
+        """Start a run that talks with its customer, and give out its reply token."""
+        talk = await self._call(self.engine.start_conversation, goal, user=user,
+                                run_id=run_id, budgets=budgets, drive=False, meta=meta)
+        if drive and talk.run.status == "running":
+            talk = dataclasses.replace(talk, run=await self.resume(talk.run.run_id))
+        return talk
+
+    async def resume(self, run_id: str, *, take_over: bool = False,
+                     policy_record: dict[str, Any] | None = None) -> RunState:
+        """Continue a run from its last checkpoint until it stops or waits."""
+        return await self._finish(self.engine._steps(run_id, take_over, policy_record))
+
+    async def steps(self, run_id: str, *, take_over: bool = False,
+                    policy_record: dict[str, Any] | None = None) -> AsyncIterator[Outcome]:
+        """Drive a run as :meth:`resume` does, yielding an :class:`Outcome` after each
+        step's commit: ``async for outcome in engine.steps(run_id): ...``. Leaving the
+        loop early leaves the run where its last commit put it, its lease given back."""
+        driving = answered_async(self.engine._steps(run_id, take_over, policy_record),
+                                 self.engine.policy, executor=self._pool)
+        try:
+            async for item in driving:
+                if not isinstance(item, Done):
+                    yield Outcome.of(item)
+        finally:
+            await driving.aclose()
+
+    async def step(self, run_id: str, *, take_over: bool = False) -> Outcome | None:
+        """Drive one step of a run and let go of it (``None``: nothing to drive)."""
+        steps = self.steps(run_id, take_over=take_over)
+        try:
+            async for outcome in steps:
+                return outcome
+            return None
+        finally:
+            await steps.aclose()  # type: ignore[attr-defined]
+
+    async def decide(self, run_id: str, approved: bool, reviewer: str, note: str = "", *,
+                     event: str | None = None, drive: bool = True,
+                     amend: dict[str, Any] | None = None) -> RunState:
+        """Approve or deny what a paused run waits for, then continue the run."""
+        return await self._finish(self.engine._deciding(
+            run_id, approved, reviewer, note, event=event, drive=drive, amend=amend))
+
+    async def reply(self, run_id: str, text: str, *, token: str | None = None,
+                    asked: str | None = None, drive: bool = True) -> RunState:
+        """Keep the customer's reply, then let the run read it and go on."""
+        await self._call(self.engine.accept_reply, run_id, text, token=token, asked=asked)
+        return await self.deliver(run_id, drive=drive)
+
+    async def deliver(self, run_id: str, *, drive: bool = True) -> RunState:
+        """Let a run that waits for its customer read its kept replies, and drive on."""
+        return await self._finish(self.engine._delivering(run_id, drive=drive))
+
+    async def close_handover(self, run_id: str, person: str, outcome: str, note: str, *,
+                             event: str | None = None, drive: bool = True) -> RunState:
+        """Close a handed-over run's handover (``resumed`` continues the run)."""
+        return await self._finish(self.engine._closing(run_id, person, outcome, note,
+                                                       event=event, drive=drive))
+
+    async def take_handover(self, run_id: str, person: str, *, note: str | None = None
+                            ) -> RunState:
+        """Take a handed-over run (see :meth:`Engine.take_handover`)."""
+        return await self._call(self.engine.take_handover, run_id, person, note=note)
+
+    async def raise_budgets(self, run_id: str, limits: dict[str, Any], by: str) -> RunState:
+        """Raise a run's budgets (see :meth:`Engine.raise_budgets`)."""
+        return await self._call(self.engine.raise_budgets, run_id, limits, by)
+
+    async def fork(self, run_id: str, *, at: int, new_run_id: str | None = None) -> RunState:
+        """A new run from what ``run_id`` had committed at step ``at`` (not driven)."""
+        return await self._call(self.engine.fork, run_id, at=at, new_run_id=new_run_id)
+
+    async def sweep(self) -> list[str]:
+        """Apply every expired approval and wait for a customer; the runs it expired."""
+        return await self._call(self.engine.sweep)
+
+    async def load(self, run_id: str) -> RunState:
+        """The run as its last commit left it."""
+        return await self._call(self.engine.store.load_run, run_id)
+
+    # -- the engine's life ----------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the engine's resources and its threads."""
+        await self._call(self.engine.close)
+        self._pool.shutdown(wait=False)
+
+    async def __aenter__(self) -> AsyncEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()

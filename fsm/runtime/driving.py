@@ -1,0 +1,171 @@
+"""How a run is driven: the step's rules ask, a driver answers.
+
+The engine writes each of its driving methods once, as a generator. Where a step needs
+the model it yields :class:`Ask` with the view, and the driver sends back what the
+policy returned (or throws into the generator what the policy raised), so the rules
+that handle the answer (usage, refusals, overflow, hooks) run at the ``yield`` as they
+would around a call. After each step's commit the generator yields the run.
+
+Two drivers run these generators, and neither holds a rule:
+
+- :func:`answered` calls the policy in the caller's thread (:class:`~fsm.Engine`);
+- :func:`answered_async` advances the generator in an executor's thread (the store's work,
+  tools, commits) and awaits the policy on the event loop, so that a run that waits on
+  its model holds no thread (:class:`~fsm.AsyncEngine`, ``fsm worker --async``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+from collections.abc import AsyncGenerator, Callable, Generator
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
+from typing import Any, TypeVar, Union
+
+from fsm.records import RunState
+
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Ask:
+    """A step's request: the driver asks the policy with ``view``."""
+
+    view: Any
+
+
+#: A driving method: yields asks and runs, takes the policy's answers, returns ``R``.
+Driving = Generator[Union[Ask, RunState], Any, R]  # noqa: UP007 - a runtime alias
+
+
+class AsyncPolicyCalledSync(TypeError):
+    """An async policy was given to the synchronous engine."""
+
+
+def answered(driving: Driving[R], policy: Callable[[Any], Any] | None
+             ) -> Generator[RunState, None, R]:
+    """Drive ``driving`` in this thread: each ask is answered by calling ``policy``; each
+    run is yielded on; the generator's value is returned. Closing this closes it."""
+    sent: Any = None
+    raised: BaseException | None = None
+    try:
+        while True:
+            try:
+                item = driving.throw(raised) if raised is not None else driving.send(sent)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            sent, raised = None, None
+            if isinstance(item, Ask):
+                try:
+                    sent = _called(policy, item.view)
+                except Exception as exc:  # noqa: BLE001 - the step's rules judge it
+                    raised = exc
+            else:
+                yield item
+    finally:
+        driving.close()
+
+
+def finished(driving: Driving[R], policy: Callable[[Any], Any] | None) -> R:
+    """Drive ``driving`` to its end in this thread and return its value."""
+    it = answered(driving, policy)
+    while True:
+        try:
+            next(it)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+
+
+def _called(policy: Callable[[Any], Any] | None, view: Any) -> Any:
+    assert policy is not None, "this engine has no policy to drive runs with"
+    raw = policy(view)
+    if inspect.isawaitable(raw):
+        if inspect.iscoroutine(raw):
+            raw.close()  # never awaited: say so in one line, not in a warning at exit
+        raise AsyncPolicyCalledSync(
+            f"the policy {policy!r} is async: drive its runs with fsm.AsyncEngine (or "
+            "`fsm worker --async`), or give the engine a synchronous policy")
+    return raw
+
+
+def is_async_policy(policy: Any) -> bool:
+    """Whether calling ``policy`` returns an awaitable (an ``async def`` function, or an
+    object whose ``__call__`` is one)."""
+    return inspect.iscoroutinefunction(policy) or inspect.iscoroutinefunction(
+        getattr(policy, "__call__", None))  # noqa: B004 - a callable object's method
+
+
+class Done:
+    """What the worker thread hands back when the generator has returned."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+def _advance(driving: Driving[Any], sent: Any, raised: BaseException | None) -> Any:
+    # StopIteration cannot cross a future: the return value comes back wrapped.
+    try:
+        return driving.throw(raised) if raised is not None else driving.send(sent)
+    except StopIteration as done:
+        return Done(done.value)
+
+
+async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | None, *,
+                         executor: Executor) -> AsyncGenerator[RunState | Done, None]:
+    """Drive ``driving`` from the event loop: its own work runs in ``executor``, one
+    resumption at a time, and each ask awaits the policy (an async policy on the loop, a
+    synchronous one in the executor). Yields each run, then a ``Done`` with the
+    generator's value. Cancelled or closed early, it lets the resumption in flight end
+    and closes the generator in the executor, so that its lease is given back."""
+    sent: Any = None
+    raised: BaseException | None = None
+    working: Future[Any] | None = None
+    done = False
+    try:
+        while True:
+            working = executor.submit(_advance, driving, sent, raised)
+            item = await asyncio.wrap_future(working)
+            sent, raised = None, None
+            if isinstance(item, Done):
+                done = True
+                yield item
+                return
+            if isinstance(item, Ask):
+                try:
+                    sent = await _awaited(executor, policy, item.view)
+                except Exception as exc:  # noqa: BLE001 - the step's rules judge it
+                    raised = exc
+            else:
+                yield item
+    finally:
+        if not done:
+            if working is not None and not working.cancelled():
+                # A thread cannot be cancelled: its resumption ends before the close.
+                with contextlib.suppress(BaseException):
+                    await asyncio.shield(asyncio.wrap_future(working))
+            await asyncio.shield(asyncio.wrap_future(executor.submit(driving.close)))
+
+
+async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view: Any) -> Any:
+    assert policy is not None, "this engine has no policy to drive runs with"
+    if is_async_policy(policy):
+        return await policy(view)
+    raw = await asyncio.wrap_future(executor.submit(policy, view))
+    return await raw if inspect.isawaitable(raw) else raw
+
+
+async def finished_async(driving: Driving[R], policy: Callable[[Any], Any] | None, *,
+                         executor: Executor) -> R:
+    """Drive ``driving`` to its end from the event loop and return its value."""
+    steps = answered_async(driving, policy, executor=executor)
+    try:
+        async for item in steps:
+            if isinstance(item, Done):
+                return item.value  # type: ignore[no-any-return]
+    finally:
+        await steps.aclose()
+    raise AssertionError("a driving generator ended without its value")  # pragma: no cover

@@ -1,0 +1,287 @@
+"""The async engine drives the engine's own rules from an event loop: a refund ends as the
+synchronous engine ends it, an approval and a customer's reply go on from ``await``, a
+run waiting on its model holds no thread, and a process killed in the middle of a step
+is resumed by a new one with the refund paid once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chat_desk import Ledger
+from chat_desk import build as build_chat
+from crashkit import Child
+
+from fsm import AsyncEngine, Engine, MemoryStore, SQLiteStore
+from fsm.auditor.audit import audit
+from fsm.policy import View
+from fsm.runtime.driving import AsyncPolicyCalledSync
+from fsm.sandbox.replay import replay_async
+from fsm.testing import ScriptedPolicy, state_path
+from workflows.refund import Shop, build, clerk
+
+SMALL = "Order A-1001: the kettle arrived broken, please refund it"
+LARGE = "Order A-1002: my headphones stopped working, I want my money back"
+
+
+async def async_clerk(view: View) -> Any:
+    """The rule-based clerk, answering from the event loop as a model client would."""
+    await asyncio.sleep(0)
+    return clerk(view)
+
+
+class Gathering:
+    """An async policy that holds every caller until ``expected`` of them wait at once
+    (or the deadline, which only bounds a failure); ``most`` is how many waited at once."""
+
+    def __init__(self, expected: int) -> None:
+        self.expected = expected
+        self.waiting = 0
+        self.most = 0
+        self.threads: set[int] = set()
+        self._all_in: asyncio.Event | None = None
+
+    async def __call__(self, view: View) -> Any:
+        if self._all_in is None:
+            self._all_in = asyncio.Event()
+        self.threads.add(threading.get_ident())
+        self.waiting += 1
+        self.most = max(self.most, self.waiting)
+        if self.waiting >= self.expected:
+            self._all_in.set()
+        try:
+            await asyncio.wait_for(self._all_in.wait(), 120)
+        except TimeoutError:
+            pass
+        self.waiting -= 1
+        return clerk(view)
+
+
+def _desk(tmp_path: Path) -> tuple[SQLiteStore, Shop, str]:
+    db = str(tmp_path / "runs.db")
+    return SQLiteStore(db), Shop(db).seed_demo(), db
+
+
+def _ledger(shop: Shop) -> list[tuple[Any, ...]]:
+    return [(p["order_id"], p["item_id"], p["amount_paise"]) for p in shop.ledger()]
+
+
+def test_a_small_refund_ends_as_the_synchronous_engine_ends_it(tmp_path: Path) -> None:
+    (tmp_path / "sync").mkdir()
+    sync_store, sync_shop, _ = _desk(tmp_path / "sync")
+    expected = Engine(build(sync_shop), sync_store, clerk).start(SMALL, user="asha",
+                                                                  run_id="r")
+    store, shop, _ = _desk(tmp_path)
+
+    async def main() -> Any:
+        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+            return await engine.start(SMALL, user="asha", run_id="r")
+
+    run = asyncio.run(main())
+    assert (run.status, run.state, run.step) == (expected.status, expected.state,
+                                                 expected.step) == ("done", "done", 7)
+    assert state_path(store, "r") == state_path(sync_store, "r")
+    assert _ledger(shop) == _ledger(sync_shop) == [("A-1001", "kettle-1", 35_000)]
+    assert [m.get("tool") for m in store.messages("r")] == [
+        m.get("tool") for m in sync_store.messages("r")]
+    assert audit(store, "r").ok
+    assert store.lease("r") is None
+
+
+def test_an_approval_decided_with_await_pays_the_large_refund_once(tmp_path: Path) -> None:
+    store, shop, _ = _desk(tmp_path)
+
+    async def main() -> tuple[Any, Any]:
+        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+            paused = await engine.start(LARGE, user="ravi", run_id="big")
+            assert _ledger(shop) == []
+            return paused, await engine.decide("big", True, "priya", "receipt checked")
+
+    paused, run = asyncio.run(main())
+    assert (paused.status, paused.state) == ("awaiting_approval", "awaiting_approval")
+    assert (run.status, run.state) == ("done", "done")
+    assert _ledger(shop) == [("A-1002", "headphones-1", 180_000)]
+    (approval,) = store.approvals("big", pending_only=False)
+    assert (approval.decision, approval.reviewer) == ("approved", "priya")
+    assert audit(store, "big").ok
+
+
+def test_runs_that_wait_on_their_model_hold_no_thread(tmp_path: Path) -> None:
+    """Twenty runs all wait on the model at once through an engine of two threads."""
+    store, shop, _ = _desk(tmp_path)
+    for i in range(20):
+        shop.add_order(f"B-{i:04d}", f"u{i}", f"it-{i}", "item", 30_000, 2)
+    policy = Gathering(expected=20)
+
+    async def main() -> list[Any]:
+        async with AsyncEngine(build(shop), store, policy, threads=2) as engine:
+            return await asyncio.gather(*[
+                engine.start(f"Order B-{i:04d}: broken", user=f"u{i}", run_id=f"r{i}")
+                for i in range(20)])
+
+    runs = asyncio.run(main())
+    assert {r.status for r in runs} == {"done"}
+    assert policy.most == 20  # every run waited on its model at the same moment
+    assert len(policy.threads) == 1  # the loop's own thread
+    assert sorted(p[0] for p in _ledger(shop)) == [f"B-{i:04d}" for i in range(20)]
+    assert all(audit(store, f"r{i}").ok for i in range(20))
+
+
+def test_a_customer_s_reply_goes_on_from_await() -> None:
+    ledger, store = Ledger(), MemoryStore()
+    args = {"order_id": "A-1001", "reason": "no longer needed"}
+    policy = ScriptedPolicy([
+        {"final": "Which order would you like to cancel?"},
+        {"tool": "get_order", "args": {"order_id": "A-1001"}},
+        {"tool": "advance", "text": "Cancel it? (yes/no)",
+         "args": {"event": "propose", "tool": "cancel_order", "args": args}},
+        {"tool": "cancel_order", "args": args},
+        {"tool": "advance", "args": {"event": "nothing_to_do"}}])
+
+    async def main() -> list[Any]:
+        async with AsyncEngine(build_chat(ledger), store, policy) as engine:
+            talk = await engine.start_conversation("I want to cancel an order", user="asha")
+            asked = talk.run
+            proposed = await engine.reply(asked.run_id, "A-1001", token=talk.token)
+            done = await engine.reply(asked.run_id, "yes", token=talk.token)
+            return [asked, proposed, done]
+
+    asked, proposed, done = asyncio.run(main())
+    assert (asked.status, proposed.status, done.status) == (
+        "awaiting_customer", "awaiting_customer", "done")
+    assert [(e["order_id"], e["reason"]) for e in ledger.entries()] == [
+        ("A-1001", "no longer needed")]
+    assert [e.event for e in store.events(done.run_id) if e.kind == "reply"] == [
+        None, "confirmed"]
+    assert audit(store, done.run_id).ok
+
+
+def test_leaving_the_steps_early_gives_the_lease_back_and_the_run_goes_on_later(
+        tmp_path: Path) -> None:
+    store, shop, _ = _desk(tmp_path)
+
+    async def main() -> tuple[list[int], Any, Any]:
+        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+            await engine.start(SMALL, user="asha", run_id="r", drive=False)
+            seen = []
+            async with contextlib.aclosing(engine.steps("r")) as steps:
+                async for outcome in steps:
+                    seen.append(outcome.run.step)
+                    if outcome.run.step == 3:
+                        break
+            held = store.lease("r")
+            one = await engine.step("r")
+            return seen, held, (one, await engine.resume("r"))
+
+    seen, held, (one, run) = asyncio.run(main())
+    assert seen == [1, 2, 3] and held is None
+    assert one is not None and one.run.step == 4
+    assert run.status == "done" and _ledger(shop) == [("A-1001", "kettle-1", 35_000)]
+
+
+def test_a_run_cancelled_while_its_model_thinks_is_let_go_and_resumed(tmp_path: Path) -> None:
+    store, shop, _ = _desk(tmp_path)
+    asked = asyncio.Event
+
+    async def main() -> Any:
+        thinking = asked()
+
+        async def slow(view: View) -> Any:
+            if view.step == 6:  # refund_item: cancelled before the model answers
+                thinking.set()
+                await asyncio.sleep(3600)
+            return clerk(view)
+
+        async with AsyncEngine(build(shop), store, slow) as engine:
+            task = asyncio.create_task(engine.start(SMALL, user="asha", run_id="r"))
+            await thinking.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert store.lease("r") is None  # let go, not left until it expires
+            assert store.load_run("r").step == 5
+        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+            return await engine.resume("r")
+
+    run = asyncio.run(main())
+    assert run.status == "done" and _ledger(shop) == [("A-1001", "kettle-1", 35_000)]
+    assert audit(store, "r").ok
+
+
+def test_fork_sweep_and_replay_answer_from_await(tmp_path: Path) -> None:
+    store, shop, _ = _desk(tmp_path)
+
+    async def main() -> tuple[Any, Any, list[str], Any]:
+        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+            run = await engine.start(SMALL, user="asha", run_id="r")
+            fork = await engine.fork("r", at=3, new_run_id="f")
+            swept = await engine.sweep()
+            report = await replay_async(build(shop), store, "r", async_clerk,
+                                        policy_name="async clerk")
+            return run, fork, swept, report
+
+    run, fork, swept, report = asyncio.run(main())
+    assert run.status == "done" and (fork.run_id, fork.step, fork.status) == (
+        "f", 3, "running")
+    assert swept == []
+    assert report.split is None and len(report.steps) == 7
+    assert [w.tool for w in report.writes] == ["refund_item", "send_reply"]
+
+
+def test_an_async_policy_given_to_the_synchronous_engine_is_refused_in_one_line() -> None:
+    store = MemoryStore()
+    engine = Engine(build(Shop(":memory:").seed_demo()), store, async_clerk)
+    with pytest.raises(AsyncPolicyCalledSync, match="is async: drive its runs with "
+                                                    "fsm.AsyncEngine"):
+        engine.start(SMALL, user="asha", run_id="r")
+    assert store.lease("r") is None  # the lease was given back
+    assert store.load_run("r").step == 0  # the step did not land
+
+
+def test_threads_must_be_at_least_one() -> None:
+    with pytest.raises(ValueError, match="threads must be at least 1, not 0"):
+        AsyncEngine(build(Shop(":memory:")), MemoryStore(), async_clerk, threads=0)
+
+
+# -- a process killed in the middle of a step ----------------------------------------------
+
+def _drive_async(db: str, resume: bool) -> int:  # pragma: no cover - runs in a child
+    from fsm import faults
+
+    faults.install(faults.from_environ(os.environ))
+
+    async def main() -> str:
+        store, shop = SQLiteStore(db), Shop(db)
+        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+            run = await (engine.resume("r") if resume else
+                         engine.start(SMALL, user="asha", run_id="r"))
+        store.close()
+        return run.status
+
+    print(asyncio.run(main()))
+    return 0
+
+
+@pytest.mark.parametrize("point", ["after_claim@6", "after_tool_before_commit@6",
+                                   "after_commit@6", "before_policy@7"])
+def test_a_process_killed_mid_step_is_resumed_by_a_new_one_and_pays_once(
+        tmp_path: Path, point: str) -> None:
+    db = str(tmp_path / "runs.db")
+    Shop(db).seed_demo()
+    first = Child(_drive_async, db, False, env={"FSM_FAULT": point}).wait(120)
+    assert first.killed, first
+    store, shop = SQLiteStore(db), Shop(db)
+    assert store.load_run("r").status == "running"
+    second = Child(_drive_async, db, True).wait(120)
+    assert (second.code, second.stdout.strip()) == (0, "done"), second
+    assert _ledger(shop) == [("A-1001", "kettle-1", 35_000)]
+    refunds = [c["idempotency_key"] for c in shop.calls() if c["api"] == "refund"]
+    assert set(refunds) == {"r:6"}  # a call repeated with its key is the gateway's duplicate
+    report = audit(store, "r")
+    assert report.ok, report.problems
+    store.close()
