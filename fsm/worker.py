@@ -102,6 +102,9 @@ class WorkerConfig:
     retry: Retry = field(default_factory=Retry)
     #: What builds a model's policy (its key, prices, tool choice; default: the defaults).
     settings: Settings | None = None
+    #: ``--async`` only: threads for the store's work and the tools (default: as many as
+    #: the store has connections).
+    threads: int | None = None
 
 
 @dataclass
@@ -198,9 +201,7 @@ class Worker:
         while len(self._inflight) < self.config.concurrency and not self._stopping.is_set():
             owner = new_owner()
             try:
-                claimed = self._claim(owner)
-                if not claimed and self._look():
-                    claimed = self._claim(owner)
+                claimed = self._claim_some(owner, 1)
             except FSMError as exc:
                 self.say(f"cannot claim runs: {exc}")
                 return
@@ -211,12 +212,20 @@ class Worker:
                 self._owners[c.run_id] = owner
                 self._inflight[c.run_id] = pool.submit(self._drive, c, owner)
 
-    def _claim(self, owner: str) -> list[Claimed]:
+    def _claim_some(self, owner: str, limit: int) -> list[Claimed]:
+        """Claim up to ``limit`` runnable runs for ``owner``; when there are none, look for
+        definitions this worker keeps that it has not looked at, and try once more."""
+        claimed = self._claim(owner, limit)
+        if not claimed and self._look():
+            claimed = self._claim(owner, limit)
+        return claimed
+
+    def _claim(self, owner: str, limit: int) -> list[Claimed]:
         with self._lock:  # a run it gave back from a step still in flight is not retaken
             inflight = set(self._inflight)
         return self.store.claim_runnable(
             owner, self.clock(), self.config.lease_seconds, workflows=self.config.workflows,
-            limit=1, definitions=sorted(self.definitions), exclude=inflight)
+            limit=limit, definitions=sorted(self.definitions), exclude=inflight)
 
     # -- which definitions this worker keeps --------------------------------------------
 
@@ -268,9 +277,7 @@ class Worker:
         run_id = claimed.run_id
         keeps_lease = False  # a failed step's lease stays until it expires
         try:
-            self._count("taken")
-            self.say(f"taken {run_id} ({claimed.workflow})"
-                     + (f" from {claimed.previous}" if claimed.previous else ""))
+            self._taken(claimed)
             engine = self._engine(run_id, owner)
             run: RunState | None = None
             for outcome in engine.steps(run_id):
@@ -280,37 +287,55 @@ class Worker:
             else:
                 self._report(run or self.store.load_run(run_id))
                 return
-            self._count("released")
-            self.say(f"released {run_id} (stopping)")
-        except LeaseLost as exc:
+            self._released(run_id)
+        except Exception as exc:  # noqa: BLE001 - a worker survives any one run's failure
+            keeps_lease = self._failed(run_id, owner, exc)
+        finally:
+            self._let_go(run_id, owner, keeps_lease)
+
+    # The parts of driving one run that do not depend on how it is driven (on a thread,
+    # or from an event loop: fsm.worker_async).
+
+    def _taken(self, claimed: Claimed) -> None:
+        self._count("taken")
+        self.say(f"taken {claimed.run_id} ({claimed.workflow})"
+                 + (f" from {claimed.previous}" if claimed.previous else ""))
+
+    def _released(self, run_id: str) -> None:
+        self._count("released")
+        self.say(f"released {run_id} (stopping)")
+
+    def _failed(self, run_id: str, owner: str, exc: Exception) -> bool:
+        """Say and count why driving ``run_id`` stopped; whether its lease is kept until
+        it expires (or the next try is due)."""
+        if isinstance(exc, LeaseLost):
             self._count("dropped")
             self.say(f"dropped {run_id}: lease lost to {exc.holder or 'nobody'}; "
                      "its commit/write was refused")
-        except Unavailable as exc:
+            return False
+        if isinstance(exc, Unavailable):
             self._count("unavailable")
-            keeps_lease = True
             when = f"in {exc.retry_in:.1f}s" if exc.retry_in is not None else \
                 f"once its lease expires ({self.config.lease_seconds:g}s)"
             self.say(f"unavailable {run_id}: {exc}; tried again {when}")
-        except RowDamaged as exc:
-            self._count("dropped")
+            return True
+        self._count("dropped")
+        if isinstance(exc, RowDamaged):
             self.damaged([exc])
             self.say(f"dropped {run_id}: a row of it is damaged; retried once its lease "
                      f"expires ({self.config.lease_seconds:g}s)")
-            keeps_lease = True
-            self._hold(run_id, owner)
-        except Exception as exc:  # noqa: BLE001 - a worker survives any one run's failure
-            self._count("dropped")
+        else:
             self.say(f"dropped {run_id}: {type(exc).__name__}: {exc}; retried once its "
                      f"lease expires ({self.config.lease_seconds:g}s)")
-            keeps_lease = True
-            self._hold(run_id, owner)
-        finally:
-            with self._lock:
-                self._inflight.pop(run_id, None)
-                if not keeps_lease and self._owners.get(run_id) == owner:
-                    del self._owners[run_id]  # released, or lost: no lease of ours is left
-            self._wake.set()
+        self._hold(run_id, owner)
+        return True
+
+    def _let_go(self, run_id: str, owner: str, keeps_lease: bool) -> None:
+        with self._lock:
+            self._inflight.pop(run_id, None)
+            if not keeps_lease and self._owners.get(run_id) == owner:
+                del self._owners[run_id]  # released, or lost: no lease of ours is left
+        self._wake.set()
 
     def _report(self, run: RunState) -> None:
         if run.status in ("awaiting_approval", "awaiting_customer"):

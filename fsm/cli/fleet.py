@@ -78,11 +78,15 @@ def submit_cmd(
                           markup=False)
 
 
+#: Runs a threaded worker drives at once, at most (one thread each).
+MAX_THREADED = 1000
+
+
 @app.command("worker")
 def worker_cmd(
     db: str | None = DbOpt,
-    concurrency: int = typer.Option(4, "--concurrency", min=1, max=1000,
-                                    help="runs driven at once"),
+    concurrency: int = typer.Option(4, "--concurrency", min=1, max=10_000,
+                                    help="runs driven at once (at most 1000 on threads)"),
     workflow: list[str] | None = WorkflowOpt,
     policy: str | None = typer.Option(None, "--policy",
                                       help="drive every run with this policy (module:attr)"),
@@ -102,25 +106,45 @@ def worker_cmd(
     stats: bool = typer.Option(False, "--stats",
                                help="print the fleet's counts from the database and exit"),
     as_json: bool = JsonOpt,
+    use_async: bool = typer.Option(
+        False, "--async", help="drive the runs in flight from one event loop: a run waiting "
+                               "on its model holds no thread (concurrency up to 10000)"),
+    threads: int | None = typer.Option(
+        None, "--threads", min=1, max=256,
+        help="--async: threads for the store's work and the tools (default: the store's "
+             "connections)"),
 ) -> None:
     """Drive runnable runs until SIGTERM: then finish current steps, release, exit."""
     refuse_empty(policy=policy)
     if stats:
         _stats(db, as_json)
         return
+    if not use_async and concurrency > MAX_THREADED:
+        raise typer.BadParameter(
+            f"{concurrency} runs at once needs --async: on threads (one per run in flight) "
+            f"--concurrency is at most {MAX_THREADED}", param_hint="--concurrency")
+    if threads is not None and not use_async:
+        raise typer.BadParameter("--threads is for --async workers (a threaded worker has "
+                                 "one thread per run in flight: --concurrency)",
+                                 param_hint="--threads")
     from fsm.worker import Worker, WorkerConfig
 
     config = WorkerConfig(concurrency=concurrency, workflows=workflow or None, policy=policy,
                           lease_seconds=lease_seconds, poll_seconds=poll_seconds,
                           sweep_seconds=sweep_seconds, step_timeout=step_timeout or None,
-                          retry=retry_of(settings()), settings=settings())
+                          retry=retry_of(settings()), settings=settings(), threads=threads)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
     store = _open_retrying(db, config, stopping)
     if store is None:
         return
-    worker = Worker(store, config, clock=settings().clock, log=_say)
+    if use_async:
+        from fsm.worker_async import AsyncWorker
+
+        worker: Worker = AsyncWorker(store, config, clock=settings().clock, log=_say)
+    else:
+        worker = Worker(store, config, clock=settings().clock, log=_say)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
     if stopping.is_set():

@@ -7,6 +7,7 @@ policies are importable by a worker as ``fleetkit:<name>`` (``PYTHONPATH`` has t
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -38,6 +39,28 @@ def sleepy_clerk(view: View) -> Any:
     """The clerk after ``$FLEET_SLEEP`` seconds (default 0.05): a model's latency."""
     time.sleep(float(os.environ.get("FLEET_SLEEP", "0.05")))
     return clerk(view)
+
+
+async def marked_clerk_async(view: View) -> Any:
+    """:func:`marked_clerk` for ``fsm worker --async``: the step's wait is awaited."""
+    if view.state == os.environ.get("FLEET_SLOW_STATE"):
+        Path(os.environ["FLEET_MARKER"]).write_text(view.run_id)
+        await asyncio.sleep(float(os.environ.get("FLEET_SLOW_SECONDS", "1")))
+    return clerk(view)
+
+
+async def sleepy_clerk_async(view: View) -> Any:
+    """:func:`sleepy_clerk` for ``fsm worker --async``."""
+    await asyncio.sleep(float(os.environ.get("FLEET_SLEEP", "0.05")))
+    return clerk(view)
+
+
+def driving(kind: str, policy: str) -> list[str]:
+    """A worker's arguments for ``kind`` (``threads`` or ``async``) and the fleetkit policy
+    ``policy`` (its ``_async`` twin for an async worker)."""
+    if kind == "async":
+        return ["--async", "--policy", f"fleetkit:{policy}_async"]
+    return ["--policy", f"fleetkit:{policy}"]
 
 
 # -- processes -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ one and ``bench/fleet.py`` a long one.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import signal
@@ -42,6 +43,16 @@ POLICY = "workflows.refund.fleet:slow_clerk"
 def slow_clerk(view: View) -> Any:
     """The rule-based clerk after ``$FSM_CLERK_SLEEP`` seconds (default 0.2): a model."""
     time.sleep(float(os.environ.get("FSM_CLERK_SLEEP", "0.2")))
+    return clerk(view)
+
+
+#: The same, for ``fsm worker --async``: it awaits its latency as a model client does.
+POLICY_ASYNC = "workflows.refund.fleet:slow_clerk_async"
+
+
+async def slow_clerk_async(view: View) -> Any:
+    """:func:`slow_clerk` as an ``async def``: the latency is awaited, holding no thread."""
+    await asyncio.sleep(float(os.environ.get("FSM_CLERK_SLEEP", "0.2")))
     return clerk(view)
 
 
@@ -208,8 +219,10 @@ class Soak:
 
     def __init__(self, url: str, logs: Path, *, workers: int = 4, concurrency: int = 16,
                  lease_seconds: float = 2.0, sleep: float = 0.05,
-                 say: Any = print) -> None:
+                 say: Any = print, evented: bool = False) -> None:
         self.url, self.logs = url, logs
+        #: Workers run with ``--async`` and the async clerk.
+        self.evented = evented
         self.n, self.concurrency, self.lease = workers, concurrency, lease_seconds
         self.env = {**os.environ, "FSM_DB": url, "FSM_CLERK_SLEEP": str(sleep)}
         self.env.pop("FSM_FAULT", None)
@@ -233,7 +246,8 @@ class Soak:
 
     def start_worker(self) -> subprocess.Popen[bytes]:
         self.report.workers_started += 1
-        p = self._spawn(["-m", "fsm", "worker", "--db", self.url, "--policy", POLICY,
+        kind = ["--async", "--policy", POLICY_ASYNC] if self.evented else ["--policy", POLICY]
+        p = self._spawn(["-m", "fsm", "worker", "--db", self.url, *kind,
                          "--concurrency", str(self.concurrency), "--lease-seconds",
                          str(self.lease), "--poll-seconds", "0.2", "--sweep-seconds", "1"],
                         f"worker-{self.report.workers_started}")

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from workflows.refund.faults import Faults, restartable_postgres
 from workflows.refund.fleet import Soak, submit_refunds
 
 
+@pytest.mark.parametrize("kind", ["threads", "async"])
 def test_refunds_survive_database_restarts_terminated_sessions_and_kills(
-        tmp_path: Path) -> None:
+        tmp_path: Path, kind: str) -> None:
     lines: list[str] = []
     with restartable_postgres() as server:
         orders = submit_refunds(server.url, 24)
         soak = Soak(server.url, tmp_path, workers=3, concurrency=4, lease_seconds=2.0,
-                    sleep=0.02, say=lines.append)
+                    sleep=0.02, say=lines.append, evented=kind == "async")
         # Short waits for a connection, so that a restart fails the steps it meets (they
         # are tried again), and a bound for tries in a row that a slow restart keeps.
         soak.env.update(FSM_RETRY_SECONDS="0.2", FSM_RETRY_MAX_SECONDS="2",

@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from fleetkit import Fleet, wait_for
+from fleetkit import Fleet, driving, wait_for
 
 from fsm import Engine, open_store
 from fsm.auditor.audit import audit
@@ -145,12 +145,13 @@ def test_two_workers_race_for_one_run_and_exactly_one_drives_it(
     pytest.param("refunding", "write", id="paused-before-the-payment"),
     pytest.param("verifying", "commit", id="paused-before-a-commit"),
 ])
+@pytest.mark.parametrize("kind", ["threads", "async"])
 def test_a_worker_paused_past_its_lease_can_neither_write_nor_commit(
         store: Store, shop: PostgresShop, fleet: Fleet, tmp_path: Path, state: str,
-        refused: str) -> None:
+        refused: str, kind: str) -> None:
     submit(store, shop, "frozen", "Order A-1001: the kettle arrived broken", "asha")
     marker = tmp_path / "marker"
-    a = fleet.start("--policy", "fleetkit:marked_clerk", "--lease-seconds", LEASE,
+    a = fleet.start(*driving(kind, "marked_clerk"), "--lease-seconds", LEASE,
                     "--poll-seconds", "0.1", FLEET_SLOW_STATE=state, FLEET_MARKER=str(marker),
                     FLEET_SLOW_SECONDS="5")
     wait_for(f"worker A to reach {state}", marker.exists, 120)
@@ -205,13 +206,14 @@ def test_a_worker_whose_sessions_are_terminated_survives_and_the_runs_finish(
 
 # -- stopping ------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("kind", ["threads", "async"])
 def test_sigterm_finishes_the_current_steps_releases_the_leases_and_exits(
-        store: Store, shop: PostgresShop, fleet: Fleet) -> None:
+        store: Store, shop: PostgresShop, fleet: Fleet, kind: str) -> None:
     orders = add_orders(shop, 3)
     run_ids = [f"s-{oid}" for oid, _, _ in orders]
     for (oid, customer, _), run_id in zip(orders, run_ids, strict=True):
         submit(store, shop, run_id, f"Order {oid}: it broke", customer)
-    w = fleet.start("--policy", "fleetkit:sleepy_clerk", "--poll-seconds", "0.1",
+    w = fleet.start(*driving(kind, "sleepy_clerk"), "--poll-seconds", "0.1",
                     FLEET_SLEEP="0.4")
     wait_for("the worker to take every run",
              lambda: all(f"taken {r}" in fleet.log(w) for r in run_ids), 60)
