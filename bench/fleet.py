@@ -13,6 +13,10 @@ SIGKILLed every 0.5-2 s and restarted; then the checks of
 
     python bench/fleet.py                    # throughput (make bench)
     python bench/fleet.py --soak --runs 200  # the long soak
+    python bench/fleet.py --async --in-flight 1000 --model-latency 2 --json-out FILE
+
+``--async`` measures one worker process holding many runs in flight, the threaded
+worker beside ``fsm worker --async``, in one run (see ``bench/inflight.py``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from inflight import run_inflight  # noqa: E402
 from pg_steps import bench_database, machine  # noqa: E402
 
 from fsm import Engine, Settings, open_store  # noqa: E402
@@ -140,11 +145,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=4, help="soak: worker processes")
     parser.add_argument("--kill-for", type=float, default=40.0,
                         help="soak: seconds during which workers are SIGKILLed")
+    parser.add_argument("--async", dest="evented", action="store_true",
+                        help="measure many runs in flight in one worker, threaded beside "
+                             "--async (bench/inflight.py) instead of the throughput")
+    parser.add_argument("--in-flight", type=int, default=1000,
+                        help="--async: runs in flight in the one worker process")
+    parser.add_argument("--model-latency", type=float, default=2.0,
+                        help="--async: seconds of each policy call")
+    parser.add_argument("--short-latency", type=float, default=0.2,
+                        help="--async: the async worker again with this latency (0: not)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="--async: the async worker's threads (default: its pool's)")
     parser.add_argument("--json-out", default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     print(f"machine: {machine()}", flush=True)
     with bench_database(args.db) as url:
-        if args.soak:
+        if args.evented:
+            result = run_inflight(url, args.in_flight, args.model_latency,
+                                  args.short_latency or None, args.threads)
+            result["machine"] = machine()
+            code = 0 if all(r["runs_done"] == args.in_flight for r in result["rows"]) else 1
+        elif args.soak:
             logs = Path(tempfile.mkdtemp(prefix="fsm-soak-"))
             orders = submit_refunds(url, args.runs)
             soak = Soak(url, logs, workers=args.workers, concurrency=8, lease_seconds=3.0,

@@ -42,8 +42,18 @@ POLICY = "workflows.refund.fleet:slow_clerk"
 
 def slow_clerk(view: View) -> Any:
     """The rule-based clerk after ``$FSM_CLERK_SLEEP`` seconds (default 0.2): a model."""
+    _first_asked(view)
     time.sleep(float(os.environ.get("FSM_CLERK_SLEEP", "0.2")))
     return clerk(view)
+
+
+def _first_asked(view: View) -> None:
+    """With ``$FSM_CLERK_FIRST`` (a file): note when each run's first step asked, for
+    ``bench/fleet.py``'s pick-up times (one line per run: the run id, the time)."""
+    path = os.environ.get("FSM_CLERK_FIRST")
+    if path and view.step == 1:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(f"{view.run_id} {time.time():.6f}\n")
 
 
 #: The same, for ``fsm worker --async``: it awaits its latency as a model client does.
@@ -52,6 +62,7 @@ POLICY_ASYNC = "workflows.refund.fleet:slow_clerk_async"
 
 async def slow_clerk_async(view: View) -> Any:
     """:func:`slow_clerk` as an ``async def``: the latency is awaited, holding no thread."""
+    _first_asked(view)
     await asyncio.sleep(float(os.environ.get("FSM_CLERK_SLEEP", "0.2")))
     return clerk(view)
 
