@@ -30,12 +30,19 @@ from fsm.worker import Worker
 
 T = TypeVar("T")
 
+#: Threads of an async worker, unless told otherwise (or fewer, with fewer connections).
+DEFAULT_THREADS = 4
+
 #: Runs claimed in one round trip to the store, at most.
 CLAIM_BATCH = 64
 
 
 class AsyncWorker(Worker):
     """Claims and drives runnable runs from one event loop until :meth:`stop`."""
+
+    def _goes_on(self, run: RunState) -> bool:
+        """Whether a run's next step follows in the same thread hop (not when stopping)."""
+        return not (self._stopping.is_set() and run.status == "running")
 
     def run(self) -> None:
         """Claim and drive runs until :meth:`stop`; then wait for the runs in flight."""
@@ -44,8 +51,10 @@ class AsyncWorker(Worker):
     def _threads(self) -> int:
         if self.config.threads is not None:
             return self.config.threads
-        # More threads than the store has connections would only wait for one.
-        return int(getattr(self.store, "pool_size", 4))
+        # The threads take turns at one interpreter: more than a few contend for it
+        # (bench/fleet.py --async), and more than the store has connections would only
+        # wait for one.
+        return min(DEFAULT_THREADS, int(getattr(self.store, "pool_size", DEFAULT_THREADS)))
 
     async def _main(self) -> None:
         listening = threading.Event()  # set: the store's listener stops
@@ -111,7 +120,7 @@ class AsyncWorker(Worker):
             self._taken(claimed)
             engine = await self._in(pool, self._engine, run_id, owner)
             driving = answered_async(engine._steps(run_id, False, None), engine.policy,
-                                     executor=pool)
+                                     executor=pool, keep_going=self._goes_on)
             run: RunState | None = None
             stopped = False
             async with contextlib.aclosing(driving):
