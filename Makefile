@@ -53,7 +53,7 @@ figures: system $(STAMP)
 	$(BIN)/python bench/suite_figures.py --measure
 
 check: $(STAMP)
-	$(BIN)/ruff check fsm workflows tests bench docs
+	$(BIN)/ruff check fsm workflows tests bench docs examples
 	$(BIN)/mypy fsm
 	$(BIN)/lint-imports
 

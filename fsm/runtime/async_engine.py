@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from fsm.records import Budgets, RunState
+from fsm.records import Budgets, Event, RunState
 from fsm.runtime.conversing import Conversation
 from fsm.runtime.driving import Done, Driving, answered_async, finished_async
 from fsm.runtime.engine import Engine
@@ -166,6 +166,10 @@ class AsyncEngine:
     async def load(self, run_id: str) -> RunState:
         """The run as its last commit left it."""
         return await self._call(self.engine.store.load_run, run_id)
+
+    async def events(self, run_id: str) -> list[Event]:
+        """The run's event log, in order."""
+        return await self._call(self.engine.store.events, run_id)
 
     # -- the engine's life ----------------------------------------------------------------
 
