@@ -128,6 +128,9 @@ class Counts:
 class Worker:
     """Claims and drives runnable runs until :meth:`stop`."""
 
+    #: A model's policy is the async one (its calls awaited on an event loop).
+    AWAITS_MODELS = False
+
     def __init__(self, store: Store, config: WorkerConfig | None = None, *,
                  clock: Clock = time.time, log: Callable[[str], None] = print) -> None:
         self.store = store
@@ -395,7 +398,8 @@ class Worker:
         with self._lock:
             if (ref, policy) not in self._specs:
                 self._specs[ref, policy] = (spec, _policy(ref, spec, self.config.policy,
-                                                          start, self.config.settings))
+                                                          start, self.config.settings,
+                                                          self.AWAITS_MODELS))
             found = self._specs[ref, policy]
             remember = getattr(found[1], "remember", None)
             if remember is not None:  # what the run's log learnt about its model server
@@ -557,10 +561,10 @@ class Worker:
 
 
 def _policy(ref: str, spec: WorkflowSpec, name: str | None, start: dict[str, Any],
-            settings: Settings | None) -> Any:
+            settings: Settings | None, awaited: bool) -> Any:
     from fsm.adapters.recorded import recorded_policy  # imports the model adapter
 
-    found = recorded_policy(ref, spec, start, name, config=settings)
+    found = recorded_policy(ref, spec, start, name, config=settings, awaited=awaited)
     if found is None:
         raise WorkflowNotFound(f"workflow {ref!r} ships no default policy; start the worker "
                                "with --policy module:attr")

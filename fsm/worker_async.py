@@ -40,6 +40,8 @@ CLAIM_BATCH = 64
 class AsyncWorker(Worker):
     """Claims and drives runnable runs from one event loop until :meth:`stop`."""
 
+    AWAITS_MODELS = True
+
     def _goes_on(self, run: RunState) -> bool:
         """Whether a run's next step follows in the same thread hop (not when stopping)."""
         return not (self._stopping.is_set() and run.status == "running")

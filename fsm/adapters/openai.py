@@ -45,12 +45,13 @@ calls.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import ipaddress
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlparse, urlunparse
 
@@ -178,9 +179,11 @@ class OpenAIPolicy:
     # -- the policy -------------------------------------------------------------------
 
     def __call__(self, view: View) -> Action:
-        shapes = self.shapes(view)
-        attempts = Attempts(self, shapes, view)
-        response, usage = attempts.run()
+        attempts = Attempts(self, self.shapes(view), view)
+        return self._action(view, attempts, *attempts.run())
+
+    def _action(self, view: View, attempts: Attempts, response: dict[str, Any],
+                usage: Usage) -> Action:
         action = translate.action_from_response(response, view, usage)
         return action.model_copy(update={"request": attempts.record()})
 
@@ -193,17 +196,21 @@ class OpenAIPolicy:
         """The server's family: as given, else recognised from ``GET /models`` (asked
         once; a server that cannot be reached is asked again on the next call)."""
         if self._family is None:
-            models, reached = self.probe()
-            family = servers.recognise(self.base_url, models)
-            if reached:
-                self._family = family
-            return servers.FAMILIES[family]
+            return self._recognised(*self.probe())
         return servers.FAMILIES[self._family]
 
-    def shapes(self, view: View) -> list[translate.Shape]:
+    def _recognised(self, models: Any, reached: bool) -> servers.Family:
+        """The family ``GET /models`` says (kept once the server answered)."""
+        family = servers.recognise(self.base_url, models)
+        if reached:
+            self._family = family
+        return servers.FAMILIES[family]
+
+    def shapes(self, view: View, family: servers.Family | None = None
+               ) -> list[translate.Shape]:
         """The requests to try for ``view``, first choice first: one per ``tool_choice``
         the family accepts, less those this server failed on (the last is kept)."""
-        family = self.family()
+        family = family or self.family()
         base = translate.Shape(
             model=self.model, server=family.name, max_output_tokens=self.max_output_tokens,
             time_limit_ms=int(self.timeout * 800) if family.time_limit else None,
@@ -272,15 +279,16 @@ class OpenAIPolicy:
 
     def post(self, data: bytes, body: Mapping[str, Any]) -> dict[str, Any]:
         """POST the encoded ``body`` (``data``) to ``/chat/completions``."""
+        return _object(self.client.post("/chat/completions", cast_to=dict,
+                                         **self._sent(data, body)))
+
+    def _sent(self, data: bytes, body: Mapping[str, Any]) -> dict[str, Any]:
+        """The request's arguments to the SDK's ``post``: the exact bytes when it takes
+        them; older SDKs encode the same dict themselves."""
         if self._raw_content:
-            result = self.client.post(
-                "/chat/completions", cast_to=dict, content=data,
-                options={"headers": {"Content-Type": "application/json"}})
-        else:  # older SDKs: the SDK encodes the same dict itself
-            result = self.client.post("/chat/completions", cast_to=dict, body=dict(body))
-        if not isinstance(result, dict):
-            raise ValueError(f"expected a JSON object, got {type(result).__name__}")
-        return result
+            return {"content": data, "options": {"headers": {"Content-Type":
+                                                             "application/json"}}}
+        return {"body": dict(body)}
 
     def probe(self) -> tuple[Any, bool]:
         """(``GET /models``'s JSON or ``None``, whether the server answered at all)."""
@@ -317,6 +325,57 @@ class OpenAIPolicy:
 
     def __repr__(self) -> str:
         return f"OpenAIPolicy(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
+
+
+class AsyncOpenAIPolicy(OpenAIPolicy):
+    """:class:`OpenAIPolicy` through the SDK's async client (``openai.AsyncOpenAI``): an
+    ``async def`` policy for :class:`fsm.AsyncEngine` and ``fsm worker --async``. The
+    requests, shapes, fallbacks, retries and failures are the same (one
+    :class:`~fsm.adapters.sending.Attempts`); the waits are awaited, so a call in flight
+    holds no thread. ``sleep_async`` is the backoff's wait (injectable for tests)."""
+
+    def __init__(self, *args: Any,
+                 sleep_async: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sleep_async = sleep_async
+        self.aclient = openai.AsyncOpenAI(api_key=self.client.api_key, base_url=self.base_url,
+                                          timeout=self.timeout, max_retries=0)
+
+    async def __call__(self, view: View) -> Action:  # type: ignore[override]
+        family = servers.FAMILIES[self._family] if self._family is not None else \
+            self._recognised(*await self.probe_async())
+        attempts = Attempts(self, self.shapes(view, family), view)
+        return self._action(view, attempts, *await attempts.run_async(self))
+
+    async def post_async(self, data: bytes, body: Mapping[str, Any]) -> dict[str, Any]:
+        """:meth:`post`, awaited."""
+        return _object(await self.aclient.post("/chat/completions", cast_to=dict,
+                                               **self._sent(data, body)))
+
+    async def probe_async(self) -> tuple[Any, bool]:
+        """:meth:`probe`, awaited."""
+        try:
+            client = self.aclient.with_options(timeout=min(self.timeout, PROBE_SECONDS))
+            return await client.get("/models", cast_to=object), True
+        except openai.APIStatusError:
+            return None, True
+        except Exception:  # noqa: BLE001 (unreachable, or an answer that is not JSON)
+            return None, False
+
+    async def aclose(self) -> None:
+        """Close both clients' HTTP connections."""
+        self.client.close()
+        await self.aclient.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncOpenAIPolicy(model={self.model!r}, base_url={shown_url(self.base_url)!r})"
+
+
+def _object(result: Any) -> dict[str, Any]:
+    if not isinstance(result, dict):
+        raise ValueError(f"expected a JSON object, got {type(result).__name__}")
+    return result
 
 
 def _check(spec: WorkflowSpec | None, max_retries: int, timeout: float,

@@ -38,15 +38,22 @@ def recorded_choice(start: Mapping[str, Any], name: str | None = None) -> Record
 
 def model_policy(spec: WorkflowSpec, model: str, *, base_url: str | None = None,
                  timeout: float | None = None, settings: Mapping[str, Any] | None = None,
-                 events: Iterable[Event] = (), config: Settings | None = None) -> Any:
+                 events: Iterable[Event] = (), config: Settings | None = None,
+                 awaited: bool = False) -> Any:
     """An :class:`~fsm.adapters.openai.OpenAIPolicy` with recorded ``settings`` (see
     :meth:`~fsm.adapters.openai.OpenAIPolicy.settings`), knowing what the run's log
     ``events`` say about its server; ``config`` gives the key, the prices and the tool
-    choice (:class:`fsm.settings.Settings`)."""
-    from fsm.adapters.openai import DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_TIMEOUT, OpenAIPolicy
+    choice (:class:`fsm.settings.Settings`). ``awaited``: the
+    :class:`~fsm.adapters.openai.AsyncOpenAIPolicy` (for an event loop's driver)."""
+    from fsm.adapters.openai import (
+        DEFAULT_MAX_OUTPUT_TOKENS,
+        DEFAULT_TIMEOUT,
+        AsyncOpenAIPolicy,
+        OpenAIPolicy,
+    )
 
     given = dict(settings or {})
-    policy = OpenAIPolicy(
+    policy = (AsyncOpenAIPolicy if awaited else OpenAIPolicy)(
         spec, model, base_url=base_url,
         timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
         max_output_tokens=given.get("max_output_tokens", DEFAULT_MAX_OUTPUT_TOKENS),
@@ -58,16 +65,16 @@ def model_policy(spec: WorkflowSpec, model: str, *, base_url: str | None = None,
 
 def recorded_policy(ref: str, spec: WorkflowSpec, start: Mapping[str, Any],
                     name: str | None = None, events: Iterable[Event] = (),
-                    config: Settings | None = None) -> Any:
+                    config: Settings | None = None, awaited: bool = False) -> Any:
     """The policy :func:`recorded_choice` names: a model is an :class:`OpenAIPolicy` with
     the recorded base URL, timeout and settings, told what ``events`` (the run's log)
     learnt about its server; ``default`` is the workflow's own default policy (``None``
-    when it ships none)."""
+    when it ships none). ``awaited`` makes a model's policy the async one."""
     chosen = recorded_choice(start, name)
     if chosen.model is not None:
         return model_policy(spec, chosen.model, base_url=chosen.base_url,
                             timeout=chosen.timeout, settings=chosen.settings, events=events,
-                            config=config)
+                            config=config, awaited=awaited)
     if chosen.policy is not None:
         return load_policy(chosen.policy)
     return default_policy(ref)

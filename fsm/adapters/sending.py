@@ -13,7 +13,7 @@ call (see :mod:`fsm.adapters.failures`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from typing import Any, Protocol
 
 from fsm.adapters import translate
@@ -68,6 +68,54 @@ class Sender(Protocol):
                     failure: Failure) -> PolicyUnavailable: ...
 
 
+class AsyncSender(Protocol):
+    """What :meth:`Attempts.run_async` awaits (the async OpenAI adapter)."""
+
+    sleep_async: Callable[[float], Awaitable[None]]
+
+    async def post_async(self, data: bytes, body: Mapping[str, Any]) -> dict[str, Any]: ...
+    async def probe_async(self) -> tuple[Any, bool]: ...
+
+
+class _Post:
+    """Send one attempt's request."""
+
+    def __init__(self, data: bytes, body: Mapping[str, Any]) -> None:
+        self.data, self.body = data, body
+
+    def sync(self, policy: Sender) -> Any:
+        return policy.post(self.data, self.body)
+
+    async def awaited(self, policy: AsyncSender) -> Any:
+        return await policy.post_async(self.data, self.body)
+
+
+class _Sleep:
+    """Wait before the next attempt."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def sync(self, policy: Sender) -> Any:
+        policy.sleep(self.seconds)
+
+    async def awaited(self, policy: AsyncSender) -> Any:
+        await policy.sleep_async(self.seconds)
+
+
+class _Probe:
+    """Ask the server ``GET /models``."""
+
+    def sync(self, policy: Sender) -> Any:
+        return policy.probe()
+
+    async def awaited(self, policy: AsyncSender) -> Any:
+        return await policy.probe_async()
+
+
+_IO = _Post | _Sleep | _Probe
+
+
 class Attempts:
     """One call: its attempts, the shapes it went through, what they cost."""
 
@@ -106,6 +154,39 @@ class Attempts:
 
     def run(self) -> tuple[dict[str, Any], Usage]:
         """Send until a reply comes; raise ``PolicyUnavailable`` or ``PolicyRefused``."""
+        sending = self.sending()
+        answer: Any = None
+        raised: Exception | None = None
+        while True:
+            try:
+                step = sending.throw(raised) if raised is not None else sending.send(answer)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            answer, raised = None, None
+            try:
+                answer = step.sync(self.policy)
+            except Exception as exc:  # noqa: BLE001 - the attempts judge it
+                raised = exc
+
+    async def run_async(self, policy: AsyncSender) -> tuple[dict[str, Any], Usage]:
+        """:meth:`run` with the async client of ``policy``: the same attempts, awaited."""
+        sending = self.sending()
+        answer: Any = None
+        raised: Exception | None = None
+        while True:
+            try:
+                step = sending.throw(raised) if raised is not None else sending.send(answer)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
+            answer, raised = None, None
+            try:
+                answer = await step.awaited(policy)
+            except Exception as exc:  # noqa: BLE001 - the attempts judge it
+                raised = exc
+
+    def sending(self) -> Generator[_IO, Any, tuple[dict[str, Any], Usage]]:
+        """The attempts, written once: each request, wait and probe is yielded for
+        :meth:`run` or :meth:`run_async` to do (and what it raised thrown back in)."""
         body = self.body()
         data = translate.encode(body)
         on_shape: list[Failure] = []
@@ -114,7 +195,7 @@ class Attempts:
         while True:
             self.attempts += 1
             try:
-                response = self.policy.post(data, body)
+                response = yield _Post(data, body)
             except Exception as exc:
                 failure = self.policy.classify(exc)
                 if failure is None:
@@ -130,8 +211,8 @@ class Attempts:
                     continue
                 on_shape.append(failure)
                 retries += 1
-                self._give_up_if_needed(failure, on_shape, retries, exc)
-                self.policy.sleep(self.policy.backoff(retries, failure.retry_after))
+                yield from self._give_up_if_needed(failure, on_shape, retries, exc)
+                yield _Sleep(self.policy.backoff(retries, failure.retry_after))
                 continue
             if suspect is not None and not on_shape:
                 self._blame(suspect, "failed")
@@ -167,7 +248,7 @@ class Attempts:
         self.policy.learnt.refuse(entry["from"], how, entry["to"])
 
     def _give_up_if_needed(self, failure: Failure, on_shape: list[Failure], retries: int,
-                           exc: Exception) -> None:
+                           exc: Exception) -> Generator[_IO, Any, None]:
         policy = self.policy
         tried = f"after {self.attempts} attempt(s): {failure.text}"
         if failure.permanent:
@@ -175,7 +256,8 @@ class Attempts:
                                  failure) from exc
         if failure.retryable and retries <= policy.max_retries:
             return
-        if len(on_shape) > 1 and all(f.status == 500 for f in on_shape) and policy.probe()[1]:
+        if len(on_shape) > 1 and all(f.status == 500 for f in on_shape) and \
+                (yield _Probe())[1]:
             raise policy.refused(
                 f"failed on every attempt of this request while it answers GET /models "
                 f"{tried}", self.usage(), self.record(), failure) from exc
