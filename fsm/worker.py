@@ -58,6 +58,7 @@ from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.config import EngineConfig
 from fsm.runtime.engine import Engine
+from fsm.runtime.leases import Heartbeats
 from fsm.runtime.retry import Retry
 from fsm.settings import Settings
 from fsm.spec import WorkflowSpec
@@ -138,6 +139,8 @@ class Worker:
         self.clock = clock
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self.counts = Counts()
+        #: The leases of every run this worker drives, renewed by one thread.
+        self.heartbeats = Heartbeats()
         self._log = log
         self._lock = threading.Lock()
         self._inflight: dict[str, Future[None]] = {}
@@ -365,7 +368,8 @@ class Worker:
                                           lease_seconds=self.config.lease_seconds,
                                           step_timeout=self.config.step_timeout),
                       compactor=Compactor(), resources=self._resources_of(spec),
-                      hooks=[_WorkerHooks(self), self.run_metrics])
+                      hooks=[_WorkerHooks(self), self.run_metrics],
+                      heartbeats=self.heartbeats)
 
     def _resources_of(self, spec: WorkflowSpec) -> Resources:
         """One set of a workflow's resources for every run this worker drives."""
@@ -444,7 +448,7 @@ class Worker:
             spec, _ = self._parts(run, self.store.events(run.run_id))
             engine = Engine(spec, self.store, clock=self.clock,
                             config=EngineConfig(lease_seconds=self.config.lease_seconds),
-                            resources=self._resources_of(spec))
+                            resources=self._resources_of(spec), heartbeats=self.heartbeats)
             failed: list[tuple[str, str]] = []
             waits = set(self._waiting_customers(run.workflow))
             touched = engine.sweep(failed=failed, damaged=[])  # damaged: said already

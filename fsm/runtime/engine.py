@@ -60,7 +60,7 @@ from fsm.runtime.config import EngineConfig
 from fsm.runtime.context import Clock, StepContext, Transcripts
 from fsm.runtime.conversing import Conversations
 from fsm.runtime.driving import Ask, AsyncPolicyCalledSync, Driving, answered, finished
-from fsm.runtime.leases import HEARTBEATS, Lease
+from fsm.runtime.leases import Heartbeats, Lease
 from fsm.runtime.observe import Outcome
 from fsm.runtime.retry import Retry
 from fsm.runtime.step import Step
@@ -123,6 +123,7 @@ class Engine(Conversations):
         clock: Clock = time.time, compactor: Compactor | None = None,
         plain_errors: bool = False, resources: Resources | None = None,
         retry: Retry | None = None, hooks: Iterable[Hooks] = (),
+        heartbeats: Heartbeats | None = None,
     ) -> None:
         # ``budgets``, ``result_cap``, ``max_repeats`` and ``retry`` are also accepted on
         # their own; given, they take the place of the config's.
@@ -139,6 +140,8 @@ class Engine(Conversations):
         self.clock = clock
         self.compactor = compactor
         self._transcripts = Transcripts(store)
+        #: What renews this engine's leases (shared when given: a worker's engines).
+        self.heartbeats = heartbeats or Heartbeats()
         #: The workflow's resources, opened from the store's location on first use (or
         #: shared, when given: a worker keeps one set for all the runs it drives).
         self._own_resources = resources is None
@@ -533,7 +536,7 @@ class Engine(Conversations):
                 run = self._unavailable(run.run_id, b, exc, NO_USAGE)
                 yield run
                 return run
-            HEARTBEATS.progress(self, run.run_id)
+            self.heartbeats.progress(self, run.run_id)
             yield run
         return run
 

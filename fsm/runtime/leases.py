@@ -1,10 +1,11 @@
 """Leases: an owner, an expiry, a heartbeat.
 
 While a run is driven its lease is renewed every third of the holder's
-``lease_seconds``. A process that stops beating (killed, paused, cut off) loses the run
-once the lease expires; its next commit or effect claim is refused by the store
-(``LeaseLost``), because both carry the holder's ``owner`` and are checked in the same
-transaction.
+``lease_seconds``, by the holder's :class:`Heartbeats` (an engine's own, or one a
+worker shares among its engines: nothing of it is global to the process). A process
+that stops beating (killed, paused, cut off) loses the run once the lease expires; its
+next commit or effect claim is refused by the store (``LeaseLost``), because both carry
+the holder's ``owner`` and are checked in the same transaction.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from fsm.store.roles import Leases
 
 
 class Holder(Protocol):
-    """What holds leases: an engine (its store, owner, clock and limits)."""
+    """What holds leases: an engine (its store, owner, clock, limits and heartbeats)."""
 
     @property
     def store(self) -> Leases: ...
@@ -27,21 +28,29 @@ class Holder(Protocol):
     clock: Callable[[], float]
     lease_seconds: float
     step_timeout: float | None
+    heartbeats: Heartbeats
 
     @property
     def owner(self) -> str: ...
 
 
 class Heartbeats:
-    """One thread per process renews every lease the process holds, each every third of
-    its lifetime: a thread per lease would cost every run a thread start.
+    """The leases of an engine (or of a worker's engines): one thread renews them all,
+    each every third of its lifetime (a thread per lease would cost every run a thread
+    start). The thread runs while any lease is held, and ends when none is.
 
     A lease whose engine has a ``step_timeout`` is renewed only while its run makes
     progress: once a step has lasted longer, the lease is given back (released), so that
     another process can take the run; the stuck step is then refused any commit or write.
+
+    It also keeps which runs are being driven, by owner: the store lets an owner acquire
+    again what it holds (a renewal), so two threads driving one run as one owner would
+    both get in; the second is refused here (:class:`~fsm.errors.RunLocked`).
     """
 
     def __init__(self) -> None:
+        #: (owner, run id) of each run being driven through these heartbeats.
+        self._driving: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self._wake = threading.Event()
         #: token → (engine, run id, lease seconds, next beat on the monotonic clock)
@@ -52,6 +61,18 @@ class Heartbeats:
         self._tokens_of: dict[tuple[int, str], int] = {}
         self._thread: threading.Thread | None = None
         self._tokens = 0
+
+    def drive(self, owner: str, run_id: str) -> None:
+        """Mark ``run_id`` driven by ``owner``; refused when it already is."""
+        with self._lock:
+            if (owner, run_id) in self._driving:
+                raise RunLocked(run_id, owner, this_process=True)
+            self._driving.add((owner, run_id))
+
+    def driven(self, owner: str, run_id: str) -> None:
+        """``run_id`` is no longer driven by ``owner``."""
+        with self._lock:
+            self._driving.discard((owner, run_id))
 
     def hold(self, engine: Holder, run_id: str, ttl: float) -> int:
         with self._lock:
@@ -74,6 +95,7 @@ class Heartbeats:
             self._progress.pop(token, None)
             if held is not None and self._tokens_of.get((id(held[0]), held[1])) == token:
                 del self._tokens_of[id(held[0]), held[1]]
+        self._wake.set()  # the thread ends once nothing is held
 
     def progress(self, engine: Holder, run_id: str) -> None:
         """A step of ``run_id`` landed: its lease is renewed for another step."""
@@ -89,6 +111,9 @@ class Heartbeats:
             self._wake.clear()
             now = time.monotonic()
             with self._lock:
+                if not self._held:
+                    self._thread = None  # nothing held: a later hold starts another
+                    return
                 due = [(t, h) for t, h in self._held.items() if h[3] <= now]
                 for t, (e, run_id, ttl, _) in due:
                     self._held[t] = (e, run_id, ttl, now + ttl / 3)
@@ -112,16 +137,6 @@ class Heartbeats:
             pass  # the database is unreachable: try again on the next beat (or it expires)
 
 
-HEARTBEATS = Heartbeats()
-
-
-#: (owner, run id) of every lease this process holds. The store lets an owner acquire
-#: again what it holds (a renewal), so two threads driving one run with one engine would
-#: both get in: the second is refused here.
-_HELD: set[tuple[str, str]] = set()
-_HELD_LOCK = threading.Lock()
-
-
 class Lease:
     """``with Lease(engine, run_id)``: the run's lease, renewed until the block ends, then
     released (or kept until the next try is due, after an :class:`Unavailable`);
@@ -138,12 +153,8 @@ class Lease:
 
     def __enter__(self) -> str | None:
         e, ttl = self.engine, self.engine.lease_seconds
-        held = (e.owner, self.run_id)
-        with _HELD_LOCK:
-            if held in _HELD:
-                raise RunLocked(self.run_id, e.owner, this_process=True)
-            _HELD.add(held)
-        self._held = held
+        e.heartbeats.drive(e.owner, self.run_id)
+        self._held = (e.owner, self.run_id)
         try:
             previous = e.store.acquire(self.run_id, e.owner, e.clock(), force=self.force,
                                        ttl=ttl)
@@ -151,7 +162,7 @@ class Lease:
             self._let_go()
             raise
         try:
-            self._token = HEARTBEATS.hold(e, self.run_id, ttl)
+            self._token = e.heartbeats.hold(e, self.run_id, ttl)
         except BaseException:  # no heartbeat (no thread to be had): give the run back
             self.__exit__()
             raise
@@ -159,14 +170,13 @@ class Lease:
 
     def _let_go(self) -> None:
         if self._held is not None:
-            with _HELD_LOCK:
-                _HELD.discard(self._held)
+            self.engine.heartbeats.driven(*self._held)
             self._held = None
 
     def __exit__(self, kind: object = None, exc: object = None, tb: object = None) -> None:
-        if self._token is not None:
-            HEARTBEATS.drop(self._token)
         e = self.engine
+        if self._token is not None:
+            e.heartbeats.drop(self._token)
         try:
             if isinstance(exc, Unavailable) and exc.retry_in is not None:
                 # Backing off: the run stays leased until the next try is due, so that

@@ -5,12 +5,22 @@ one release, with a deprecation warning; a bad value is refused in one line."""
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any
 
 import pytest
 
-from fsm import Budgets, Engine, EngineConfig, MemoryStore, Retry, define_workflow
+from fsm import (
+    Budgets,
+    Engine,
+    EngineConfig,
+    MemoryStore,
+    Retry,
+    RunLocked,
+    define_workflow,
+)
 from fsm.policy import View
+from fsm.runtime.leases import Heartbeats
 from fsm.store.lease import Lease
 
 NOW = 1_000.0
@@ -114,3 +124,48 @@ def test_a_bad_setting_is_refused_in_one_line(changes: dict[str, Any], message: 
     with pytest.raises(ValueError) as info:
         EngineConfig(**changes)
     assert str(info.value) == message
+
+
+# -- heartbeats belong to an engine (or a worker), not to the process ---------------------
+
+class Beats:
+    """A policy that reads, mid-step, whose heartbeats hold the run's lease."""
+
+    def __init__(self, engines: list[Engine]) -> None:
+        self.engines = engines
+        self.holding: list[list[bool]] = []
+
+    def __call__(self, view: View) -> dict[str, str]:
+        self.holding.append([bool(e.heartbeats._held) for e in self.engines])
+        return {"final": "hello"}
+
+
+def test_each_engine_renews_its_own_leases_and_its_thread_ends_with_them() -> None:
+    store = MemoryStore()
+    engines: list[Engine] = []
+    policy = Beats(engines)
+    a = Engine(_spec(), store, policy)
+    b = Engine(_spec(), store, policy)
+    engines += [a, b]
+    assert a.heartbeats is not b.heartbeats
+    assert a.start("hi", run_id="a1").status == "done"
+    assert b.start("hi", run_id="b1").status == "done"
+    assert policy.holding == [[True, False], [False, True]]
+    deadline = time.monotonic() + 60  # bounds a failure only
+    while a.heartbeats._thread is not None or b.heartbeats._thread is not None:
+        assert time.monotonic() < deadline, "a heartbeat thread outlived its leases"
+        time.sleep(0.01)
+
+
+def test_engines_given_one_heartbeats_share_it_and_one_owner_drives_a_run_once() -> None:
+    store = MemoryStore()
+    shared = Heartbeats()
+    config = EngineConfig(owner="w:1:a")
+    a = Engine(_spec(), store, config=config, heartbeats=shared)
+    b = Engine(_spec(), store, config=config, heartbeats=shared)
+    a.start("hi", run_id="r1", drive=False)
+    with a._lease("r1"), pytest.raises(RunLocked, match="another thread of this process"):
+        with b._lease("r1"):
+            pass
+    with b._lease("r1"):  # let go: the same owner may drive it again
+        pass

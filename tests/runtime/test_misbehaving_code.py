@@ -236,16 +236,16 @@ def test_a_lease_whose_heartbeat_cannot_start_is_given_back(
 
     engine = Engine(paying(lambda a, c: {"ok": True}), any_store, pay_then_finish)
     engine.start("go", run_id="h1", drive=False)
-    real = leases.HEARTBEATS.hold
+    real = leases.Heartbeats.hold
 
     def no_thread(*args: Any) -> int:
         raise RuntimeError("can't start new thread")
 
-    monkeypatch.setattr(leases.HEARTBEATS, "hold", no_thread)
+    monkeypatch.setattr(leases.Heartbeats, "hold", no_thread)
     with pytest.raises(RuntimeError, match="can't start new thread"):
         engine.resume("h1")
     assert any_store.lease("h1") is None
-    monkeypatch.setattr(leases.HEARTBEATS, "hold", real)
+    monkeypatch.setattr(leases.Heartbeats, "hold", real)
     assert engine.resume("h1").status == "done"
 
 
