@@ -119,14 +119,7 @@ def worker_cmd(
     if stats:
         _stats(db, as_json)
         return
-    if not use_async and concurrency > MAX_THREADED:
-        raise typer.BadParameter(
-            f"{concurrency} runs at once needs --async: on threads (one per run in flight) "
-            f"--concurrency is at most {MAX_THREADED}", param_hint="--concurrency")
-    if threads is not None and not use_async:
-        raise typer.BadParameter("--threads is for --async workers (a threaded worker has "
-                                 "one thread per run in flight: --concurrency)",
-                                 param_hint="--threads")
+    _check_kind(use_async, concurrency, threads)
     from fsm.worker import Worker, WorkerConfig
 
     config = WorkerConfig(concurrency=concurrency, workflows=workflow or None, policy=policy,
@@ -158,6 +151,20 @@ def worker_cmd(
                 worker.run()
     finally:
         store.close()
+
+
+def _check_kind(use_async: bool, concurrency: int, threads: int | None) -> None:
+    """Refuse what only an async worker takes, in one line."""
+    if use_async:
+        return
+    if concurrency > MAX_THREADED:
+        raise typer.BadParameter(
+            f"{concurrency} runs at once needs --async: on threads (one per run in flight) "
+            f"--concurrency is at most {MAX_THREADED}", param_hint="--concurrency")
+    if threads is not None:
+        raise typer.BadParameter("--threads is for --async workers (a threaded worker has "
+                                 "one thread per run in flight: --concurrency)",
+                                 param_hint="--threads")
 
 
 def _open_retrying(db: str | None, config: Any, stopping: threading.Event) -> Any:
