@@ -158,10 +158,9 @@ class Attempts:
         answer: Any = None
         raised: Exception | None = None
         while True:
-            try:
-                step = sending.throw(raised) if raised is not None else sending.send(answer)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+            ended, step = _resumed(sending, answer, raised)
+            if ended:
+                return step  # type: ignore[no-any-return]
             answer, raised = None, None
             try:
                 answer = step.sync(self.policy)
@@ -174,10 +173,9 @@ class Attempts:
         answer: Any = None
         raised: Exception | None = None
         while True:
-            try:
-                step = sending.throw(raised) if raised is not None else sending.send(answer)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
+            ended, step = _resumed(sending, answer, raised)
+            if ended:
+                return step  # type: ignore[no-any-return]
             answer, raised = None, None
             try:
                 answer = await step.awaited(policy)
@@ -263,3 +261,13 @@ class Attempts:
                 f"{tried}", self.usage(), self.record(), failure) from exc
         raise policy.unavailable(f"failed {tried}", self.usage(), self.record(),
                                  failure) from exc
+
+
+def _resumed(sending: Generator[_IO, Any, Any], answer: Any, raised: Exception | None
+             ) -> tuple[bool, Any]:
+    """Resume the attempts with an answer (or throw in what the I/O raised): ``(True,
+    their result)`` once they end, else ``(False, the next I/O to do)``."""
+    try:
+        return False, sending.throw(raised) if raised is not None else sending.send(answer)
+    except StopIteration as done:
+        return True, done.value
