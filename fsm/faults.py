@@ -6,10 +6,11 @@ then resume the run in a new process and check the ledger and the log.
 a paused machine would, holding whatever it holds; SIGCONT lets it go on. Several
 points are separated by commas; ``*`` for the step matches every step.
 
-The variable is read once, at the entry point (the ``fsm`` command, a worker):
-``install(from_environ(os.environ))``. The injector is an engine hook
-(:class:`~fsm.hooks.Hooks`) for the points of a step, and :func:`fault` names the
-points outside the engine (a lock a store or a workflow waits on)::
+The entry point (the ``fsm`` command) reads the variable once and scopes the injector
+around the command: ``with fsm.hooks.scope(from_environ(os.environ)): ...``. The
+injector is an engine hook (:class:`~fsm.hooks.Hooks`) for the points of a step;
+:func:`fault` names the points outside the engine (a lock a store or a workflow waits
+on), for the injector in scope::
 
     before_policy             the policy is about to be asked (hook: before_policy)
     after_claim               a write's key is claimed, the tool not called (before_tool)
@@ -25,9 +26,14 @@ import signal
 from collections.abc import Mapping
 
 from fsm.errors import UsageError
-from fsm.hooks import CommitInfo, Hooks, PolicyCallInfo, ToolCallInfo, ToolResultInfo
-from fsm.hooks import install as install_hook
-from fsm.hooks import uninstall as uninstall_hook
+from fsm.hooks import (
+    CommitInfo,
+    Hooks,
+    PolicyCallInfo,
+    ToolCallInfo,
+    ToolResultInfo,
+    in_scope,
+)
 
 #: The environment variable :func:`from_environ` reads.
 NAME = "FSM_FAULT"
@@ -83,22 +89,10 @@ def from_environ(environ: Mapping[str, str]) -> FaultInjector | None:
     return FaultInjector(spec) if spec.strip() else None
 
 
-_ACTIVE: FaultInjector | None = None
-
-
-def install(injector: FaultInjector | None) -> None:
-    """Make ``injector`` this process's fault points (``None``: none), replacing the one
-    installed before: engines made from now on call it, and so does :func:`fault`."""
-    global _ACTIVE
-    if _ACTIVE is not None:
-        uninstall_hook(_ACTIVE)
-    _ACTIVE = injector
-    if injector is not None:
-        install_hook(injector)
-
-
 def fault(point: str, step: int) -> None:
-    """A fault point outside the engine: kill this process if the installed injector
-    names ``point`` at ``step``."""
-    if _ACTIVE is not None:
-        _ACTIVE.point(point, step)
+    """A fault point outside the engine (a lock a store or a workflow holds): kill this
+    process if the injector in scope (:func:`fsm.hooks.scope`) names ``point`` at
+    ``step``."""
+    for hook in in_scope():
+        if isinstance(hook, FaultInjector):
+            hook.point(point, step)

@@ -1,7 +1,7 @@
 """Engine hooks: what a worker, fault injection, metrics and tracing see of each step.
 
 Subclass :class:`Hooks`, override the methods you need, and give instances to the
-engine (``Engine(spec, store, policy, hooks=[MyHooks()])`` or ``engine.add_hook(h)``).
+engine (``Engine(spec, store, policy, hooks=[MyHooks()])``).
 Each method is given a frozen view of what happened::
 
     before_drive / after_drive     a driven segment of a run (start, resume, decide, ...)
@@ -24,15 +24,19 @@ not lose the call's result. Two things pass through on purpose:
   the step that did not commit rolls back, exactly as after a crash at that point.
 
 A hook runs on the thread that drives the run (a worker drives several at once):
-make it thread-safe if it keeps state. Hooks installed with :func:`install` (at a
-command's or worker's entry point: the fault points, tracing) join every engine made
-afterwards in this process. With no hook set, the engine builds no view at all.
+make it thread-safe if it keeps state. Hooks given to :func:`scope` (at a command's
+entry point: the fault points, tracing) join every engine made inside it, and every
+engine a worker or a served app made inside it makes later. With no hook set, the engine
+builds no view at all.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import warnings
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -269,24 +273,73 @@ def _name(fn: Any) -> str:
                                                                        repr(fn))
 
 
-_INSTALLED: list[Hooks] = []
+#: The hooks :func:`scope` puts around the engines made inside it (a context's, not the
+#: process's: another thread or task has its own).
+_SCOPED: ContextVar[tuple[Hooks, ...]] = ContextVar("fsm_hooks_scoped", default=())
+
+
+@contextmanager
+def scope(*hooks: Hooks) -> Iterator[tuple[Hooks, ...]]:
+    """Give ``hooks`` to every engine made inside this block, in this thread or task (an
+    entry point's business: the ``fsm`` command scopes its fault points and tracing
+    around the command). A worker or a served app made inside keeps them for the engines
+    it makes later, on any thread. Yields the hooks in scope."""
+    for hook in hooks:
+        HookSet([hook])  # refuses what is not a hooks object, now
+    token = _SCOPED.set(_joined(_SCOPED.get(), hooks))
+    try:
+        yield _SCOPED.get()
+    finally:
+        _SCOPED.reset(token)
+
+
+def adopt(hooks: Iterable[Hooks]) -> None:
+    """Put ``hooks`` in scope for the rest of this thread (a thread pool's initializer: a
+    worker's threads keep the hooks that were in scope where the worker was made)."""
+    _SCOPED.set(_joined((), hooks))
+
+
+def in_scope() -> tuple[Hooks, ...]:
+    """The hooks :func:`scope` gives engines made here, in order."""
+    return _SCOPED.get()
+
+
+def joined(*groups: Iterable[Hooks]) -> list[Hooks]:
+    """``groups`` in order, each hook once (the same object given twice is called once)."""
+    return list(_joined((), [h for g in groups for h in g]))
+
+
+def _joined(first: tuple[Hooks, ...], more: Iterable[Hooks]) -> tuple[Hooks, ...]:
+    out = list(first)
+    for hook in more:
+        if not any(hook is h for h in out):
+            out.append(hook)
+    return tuple(out)
+
+
+def _deprecated(name: str) -> None:
+    warnings.warn(f"fsm.hooks.{name} is deprecated: give hooks to the engine "
+                  "(Engine(..., hooks=[h])), or scope them around where engines are made "
+                  "(with fsm.hooks.scope(h): ...)", DeprecationWarning, stacklevel=3)
 
 
 def install(*hooks: Hooks) -> None:
-    """Add hooks to every engine this process makes from now on (an entry point's
-    business: the command line installs the fault points and tracing it configures)."""
+    """Deprecated: :func:`scope`. Adds ``hooks`` to the engines made afterwards in this
+    thread or task."""
+    _deprecated("install")
     for hook in hooks:
-        HookSet([hook])  # refuses what is not a hooks object, now
-        _INSTALLED.append(hook)
+        HookSet([hook])
+    _SCOPED.set(_joined(_SCOPED.get(), hooks))
 
 
 def uninstall(*hooks: Hooks) -> None:
-    """Take hooks :func:`install` added out again (engines made before keep them)."""
-    for hook in hooks:
-        if hook in _INSTALLED:
-            _INSTALLED.remove(hook)
+    """Deprecated: :func:`scope`. Takes hooks :func:`install` added out again (engines
+    made before keep them)."""
+    _deprecated("uninstall")
+    _SCOPED.set(tuple(h for h in _SCOPED.get() if not any(h is x for x in hooks)))
 
 
 def installed() -> tuple[Hooks, ...]:
-    """The hooks :func:`install` added, in order."""
-    return tuple(_INSTALLED)
+    """Deprecated: :func:`in_scope`."""
+    _deprecated("installed")
+    return _SCOPED.get()

@@ -31,7 +31,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -44,7 +44,7 @@ from fsm.errors import (
     Unavailable,
     WorkflowNotFound,
 )
-from fsm.hooks import CommitInfo, Hooks
+from fsm.hooks import CommitInfo, Hooks, adopt, in_scope
 from fsm.metrics import RunMetrics, registry_for, serve
 from fsm.records import (
     FINAL_STATUSES,
@@ -133,8 +133,12 @@ class Worker:
     AWAITS_MODELS = False
 
     def __init__(self, store: Store, config: WorkerConfig | None = None, *,
-                 clock: Clock = time.time, log: Callable[[str], None] = print) -> None:
+                 clock: Clock = time.time, log: Callable[[str], None] = print,
+                 hooks: Iterable[Hooks] | None = None) -> None:
         self.store = store
+        #: The hooks every engine of this worker gets (default: those in scope where the
+        #: worker is made, see :func:`fsm.hooks.scope`), whatever thread makes it.
+        self.hooks = tuple(in_scope() if hooks is None else hooks)
         self.config = config or WorkerConfig()
         self.clock = clock
         self.name = f"{socket.gethostname()}:{os.getpid()}"
@@ -177,7 +181,8 @@ class Worker:
                  f"{'LISTEN/NOTIFY' if pushed else 'polling'} every "
                  f"{self.config.poll_seconds:g}s, lease {self.config.lease_seconds:g}s)")
         last_sweep = 0.0
-        with ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="fsm-run") as pool:
+        with ThreadPoolExecutor(self.config.concurrency, thread_name_prefix="fsm-run",
+                                initializer=adopt, initargs=(self.hooks,)) as pool:
             while not self._stopping.is_set():
                 self._wake.clear()
                 self._fill(pool)
@@ -368,7 +373,7 @@ class Worker:
                                           lease_seconds=self.config.lease_seconds,
                                           step_timeout=self.config.step_timeout),
                       compactor=Compactor(), resources=self._resources_of(spec),
-                      hooks=[_WorkerHooks(self), self.run_metrics],
+                      hooks=[*self.hooks, _WorkerHooks(self), self.run_metrics],
                       heartbeats=self.heartbeats)
 
     def _resources_of(self, spec: WorkflowSpec) -> Resources:
@@ -448,14 +453,14 @@ class Worker:
             spec, _ = self._parts(run, self.store.events(run.run_id))
             engine = Engine(spec, self.store, clock=self.clock,
                             config=EngineConfig(lease_seconds=self.config.lease_seconds),
-                            resources=self._resources_of(spec), heartbeats=self.heartbeats)
-            failed: list[tuple[str, str]] = []
+                            resources=self._resources_of(spec), heartbeats=self.heartbeats,
+                            hooks=self.hooks)
             waits = set(self._waiting_customers(run.workflow))
-            touched = engine.sweep(failed=failed, damaged=[])  # damaged: said already
+            swept = engine.sweep(raising=False)  # its damaged rows: said already
         except Exception as exc:  # noqa: BLE001 - one workflow never stops the others
             self.say(f"cannot sweep the runs of workflow {run.workflow!r}: {_line(exc)}")
             return
-        for run_id in touched:
+        for run_id in swept:
             self._count("expired")
             try:
                 after = self.store.load_run(run_id)
@@ -464,7 +469,7 @@ class Worker:
                 self.say(f"{what} → {after.state} ({after.status})")
             except FSMError:
                 self.say(f"swept {run_id}")
-        for run_id, why in failed:
+        for run_id, why in swept.failed:
             self._once(("sweep", run_id, why), f"cannot sweep {run_id}: {why}")
 
     def _waiting_customers(self, workflow: str) -> list[str]:

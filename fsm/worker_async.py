@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from fsm.errors import FSMError
+from fsm.hooks import adopt
 from fsm.records import RunState
 from fsm.runtime.driving import Done, answered_async
 from fsm.store.base import Claimed
@@ -65,7 +66,8 @@ class AsyncWorker(Worker):
         self.say(f"started (async, concurrency {self.config.concurrency}, {threads} threads, "
                  f"{'LISTEN/NOTIFY' if pushed else 'polling'} every "
                  f"{self.config.poll_seconds:g}s, lease {self.config.lease_seconds:g}s)")
-        pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async")
+        pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async", initializer=adopt,
+                                  initargs=(self.hooks,))
         loop = asyncio.get_running_loop()
         tasks: set[asyncio.Task[None]] = set()
         last_sweep = -1e18

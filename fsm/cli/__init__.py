@@ -83,20 +83,22 @@ def run(args: Sequence[str] | None = None) -> int:
     except FSMError as exc:
         _say(str(exc))
         return exits.USAGE
-    if tracing is not None:
-        hooks.install(tracing)
     try:
-        return _run(argv)
+        # The fault points crash tests name: read once, here at the entry point.
+        injector = faults.from_environ(os.environ)
+    except FSMError as exc:
+        _say(str(exc))
+        return exits.USAGE
+    try:
+        with hooks.scope(*(h for h in (tracing, injector) if h is not None)):
+            return _run(argv)
     finally:
         if tracing is not None:
-            hooks.uninstall(tracing)
             tracing.provider.shutdown()  # sends what is left
 
 
 def _run(argv: list[str]) -> int:
     try:
-        # The fault points crash tests name: read once, here at the entry point.
-        faults.install(faults.from_environ(os.environ))
         code = app(args=argv, prog_name="fsm", standalone_mode=False)
     except click_errors.NoArgsIsHelpError:
         app(args=[*argv, "--help"], prog_name="fsm", standalone_mode=False)

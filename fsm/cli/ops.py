@@ -457,14 +457,14 @@ def _sweep(store: Store, problems: list[str], damaged: list[Any]) -> list[dict[s
         except FSMError as exc:
             problems.append(f"cannot sweep the runs of workflow {run.workflow!r}: {exc}")
             continue
-        skipped: list[tuple[str, str]] = []
-        failed: list[tuple[str, str]] = []
-        for run_id in engine.sweep(skipped, failed=failed, damaged=damaged):
+        swept = engine.sweep(raising=False)
+        damaged += swept.damaged
+        for run_id in swept:
             after = store.load_run(run_id)
             touched.append({"run_id": run_id, "status": after.status, "state": after.state})
-        for run_id, why in skipped:
+        for run_id, why in swept.skipped:
             err_console.print(f"skipped {run_id}: {why}", markup=False)
-        problems += [f"cannot sweep run {run_id!r}: {why}" for run_id, why in failed]
+        problems += [f"cannot sweep run {run_id!r}: {why}" for run_id, why in swept.failed]
     problems[:] = dict.fromkeys(problems)  # a run found broken twice is named once
     return touched
 

@@ -21,11 +21,13 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from fsm.hooks import adopt, in_scope
 from fsm.records import Budgets, Event, RunState
 from fsm.runtime.conversing import Conversation
 from fsm.runtime.driving import Done, Driving, answered_async, finished_async
 from fsm.runtime.engine import Engine
 from fsm.runtime.observe import Outcome
+from fsm.runtime.swept import Swept
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 
@@ -50,7 +52,8 @@ class AsyncEngine:
             raise ValueError(f"threads must be at least 1, not {threads!r}")
         #: The engine whose rules drive the runs (its ``policy`` is this one's).
         self.engine = Engine(spec, store, policy, **options)
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async")
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async",
+                                        initializer=adopt, initargs=(in_scope(),))
 
     @property
     def spec(self) -> WorkflowSpec:
@@ -159,9 +162,10 @@ class AsyncEngine:
         """A new run from what ``run_id`` had committed at step ``at`` (not driven)."""
         return await self._call(self.engine.fork, run_id, at=at, new_run_id=new_run_id)
 
-    async def sweep(self) -> list[str]:
-        """Apply every expired approval and wait for a customer; the runs it expired."""
-        return await self._call(self.engine.sweep)
+    async def sweep(self, *, raising: bool = True) -> Swept:
+        """Apply every expired approval and wait for a customer: the runs it expired, and
+        what it could not do (see :meth:`Engine.sweep`)."""
+        return await self._call(self.engine.sweep, raising=raising)
 
     async def load(self, run_id: str) -> RunState:
         """The run as its last commit left it."""

@@ -31,6 +31,7 @@ from fsm.runtime import talking
 from fsm.runtime.customer import asked_hash, waiting_request
 from fsm.runtime.driving import Driving, finished
 from fsm.runtime.step import Step
+from fsm.runtime.swept import Swept
 
 if TYPE_CHECKING:
     from fsm.records import Budgets
@@ -211,39 +212,24 @@ class Conversations(ABC):
             return (yield from self._delivering(run.run_id, drive=self.policy is not None))
         return run
 
-    def sweep_conversations(self, skipped: list[tuple[str, str]] | None = None, *,
-                            failed: list[tuple[str, str]] | None = None,
-                            problems: list[FSMError] | None = None,
-                            damaged: list[RowDamaged] | None = None) -> list[str]:
+    def _sweep_conversations(self, swept: Swept) -> None:
         """Expire the waits for customers of this workflow that passed their time, and
-        read replies left unread by a process that died; the ids of the runs touched.
-
-        Each run is swept on its own, as :meth:`Engine.sweep` sweeps approvals: a run that
-        cannot be touched now goes to ``skipped``, one that cannot be swept at all to
-        ``failed`` (else its error to ``problems``, else it is raised), a runs row that
-        cannot be read to ``damaged``."""
+        read replies left unread by a process that died; the runs touched, and what
+        stopped the others, go to ``swept`` (as :meth:`Engine.sweep` keeps them)."""
         if not any(v.converses for v in self.spec.versions):
-            return []
-        touched = []
+            return
         now = self.clock()
         for run in self.store.list_runs("awaiting_customer", workflow=self.spec.name,
-                                        damaged=damaged):
+                                        damaged=swept.damaged):
             try:
                 if self._sweep_conversation(run, now):
-                    touched.append(run.run_id)
+                    swept.append(run.run_id)
             except (RunLocked, DefinitionChanged) as exc:
-                if skipped is not None:
-                    skipped.append((run.run_id, str(exc)))
+                swept.skipped.append((run.run_id, str(exc)))
+            except RowDamaged as exc:
+                swept.damaged.append(exc)  # named with the other damaged rows
             except FSMError as exc:
-                if isinstance(exc, RowDamaged) and damaged is not None:
-                    damaged.append(exc)  # named with the other damaged rows
-                elif failed is not None:
-                    failed.append((run.run_id, str(exc)))
-                elif problems is not None:
-                    problems.append(exc)
-                else:
-                    raise
-        return touched
+                swept.fail(run.run_id, exc)
 
     def _sweep_conversation(self, run: RunState, now: float) -> bool:
         """Expire ``run``'s wait if it is due, or read the replies it left unread; whether

@@ -27,7 +27,7 @@ from fsm.errors import (
     is_transient,
     validation_summary,
 )
-from fsm.hooks import Hooks, HookSet, installed
+from fsm.hooks import Hooks, HookSet, in_scope, joined
 from fsm.policy import (
     NO_USAGE,
     Action,
@@ -64,6 +64,7 @@ from fsm.runtime.leases import Heartbeats, Lease
 from fsm.runtime.observe import Outcome
 from fsm.runtime.retry import Retry
 from fsm.runtime.step import Step
+from fsm.runtime.swept import Swept
 from fsm.runtime.view import Schemas, render
 from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
@@ -152,8 +153,8 @@ class Engine(Conversations):
             plain_errors=plain_errors, has_events=any(spec.transitions.values()),
             resources=self.resources, owner=self.config.owner,
         )
-        #: The hooks (see :mod:`fsm.hooks`): those installed in this process, then these.
-        self.hooks = HookSet([*installed(), *hooks])
+        #: The hooks (see :mod:`fsm.hooks`): those in scope where it is made, then these.
+        self.hooks = HookSet(joined(in_scope(), hooks))
         if self.hooks:
             self._ctx = dataclasses.replace(self._ctx, hooks=self.hooks)
         #: definition hash → what a run on that definition is driven with.
@@ -190,8 +191,11 @@ class Engine(Conversations):
         self.config = dataclasses.replace(self.config, **{name: value})
 
     def add_hook(self, hook: Hooks) -> None:
-        """Call ``hook`` at every hook point of the runs this engine drives from now on."""
-        self.hooks.add(hook)
+        """Deprecated: give hooks at construction (``Engine(..., hooks=[hook])``). Calls
+        ``hook`` at every hook point of the runs this engine drives from now on."""
+        warnings.warn("Engine.add_hook is deprecated; give hooks at construction, as "
+                      "Engine(..., hooks=[hook])", DeprecationWarning, stacklevel=2)
+        self.hooks = HookSet([*self.hooks.hooks, hook])
         self._ctx = dataclasses.replace(self._ctx, hooks=self.hooks)
         self._bound = {}
 
@@ -435,33 +439,50 @@ class Engine(Conversations):
 
     def sweep(self, skipped: list[tuple[str, str]] | None = None, *,
               failed: list[tuple[str, str]] | None = None,
-              damaged: list[RowDamaged] | None = None) -> list[str]:
+              damaged: list[RowDamaged] | None = None, raising: bool = True) -> Swept:
         """Apply every expired approval, and every wait for a customer of this workflow
-        that passed its time; return the ids of the runs it expired.
+        that passed its time: a :class:`Swept`, the ids of the runs it expired or moved.
 
         Each run is swept on its own. A run that cannot be touched now (driven by another
-        process, or pinned to another definition) is left for the next sweep and reported
-        in ``skipped`` as (run, why); a run that cannot be swept at all (a damaged row, a
-        write the database refuses) goes to ``failed`` as (run, why), and an approval row
-        that cannot be read to ``damaged``. Every other run is swept all the same; without
-        ``failed`` (or ``damaged``) the first such problem is raised once they are.
+        process, or pinned to another definition) is left for the next sweep and named in
+        ``Swept.skipped`` as (run, why); a run that cannot be swept at all (a damaged row,
+        a write the database refuses) in ``Swept.failed``, and an approval or runs row that
+        cannot be read in ``Swept.damaged``. Every other run is swept all the same; then,
+        unless ``raising=False``, the first such problem is raised.
+
+        ``skipped``, ``failed`` and ``damaged`` (lists the sweep filled) are deprecated: read
+        the :class:`Swept`. Given ``failed`` (or ``damaged``), those problems are not raised.
         """
+        swept = self._swept()
+        given = {"skipped": skipped, "failed": failed, "damaged": damaged}
+        if any(v is not None for v in given.values()):
+            named = ", ".join(k for k, v in given.items() if v is not None)
+            warnings.warn(f"Engine.sweep({named}=[...]) is deprecated; read them from the "
+                          "Swept it returns, with sweep(raising=False)",
+                          DeprecationWarning, stacklevel=2)
+            if skipped is not None:
+                skipped += swept.skipped
+            if failed is not None:
+                failed += swept.failed
+            if damaged is not None:
+                damaged += swept.damaged
+        problem = swept.first_problem(damaged=damaged is None, failed=failed is None)
+        if raising and problem is not None:
+            raise problem
+        return swept
+
+    def _swept(self) -> Swept:
+        """:meth:`sweep`, with every problem kept in the value, none raised."""
         now = self.clock()
-        rows: list[RowDamaged] = []
-        problems: list[FSMError] = []
-        due = [a.run_id for a in self.store.approvals(pending_only=True, damaged=rows)
+        swept = Swept()
+        due = [a.run_id for a in self.store.approvals(pending_only=True,
+                                                      damaged=swept.damaged)
                if a.expires_at <= now]
-        touched = [run_id for run_id in due + self._decided_waiting(rows)
-                   if self._sweep_guarded(run_id, skipped, failed, problems, rows)]
-        touched += self.sweep_conversations(skipped, failed=failed, problems=problems,
-                                            damaged=rows)
-        if damaged is None:
-            problems[:0] = rows
-        else:
-            damaged.extend(rows)
-        if problems:
-            raise problems[0]
-        return touched
+        swept += [run_id for run_id in due + self._decided_waiting(swept.damaged)
+                  if self._sweep_guarded(run_id, swept)]
+        self._sweep_conversations(swept)
+        swept.damaged[:] = {(d.table, d.run_id, d.key): d for d in swept.damaged}.values()
+        return swept
 
     def _decided_waiting(self, damaged: list[RowDamaged]) -> list[str]:
         """Runs of this workflow that wait for a person on an approval row that says it
@@ -480,22 +501,16 @@ class Engine(Conversations):
                 found.append(run.run_id)
         return found
 
-    def _sweep_guarded(self, run_id: str, skipped: list[tuple[str, str]] | None,
-                       failed: list[tuple[str, str]] | None,
-                       problems: list[FSMError], damaged: list[RowDamaged]) -> bool:
-        """:meth:`_sweep_one`, with what stops it reported as :meth:`sweep` says."""
+    def _sweep_guarded(self, run_id: str, swept: Swept) -> bool:
+        """:meth:`_sweep_one`, with what stops it kept in ``swept``."""
         try:
             return self._sweep_one(run_id)
         except (RunLocked, DefinitionChanged) as exc:
-            if skipped is not None:
-                skipped.append((run_id, str(exc)))
+            swept.skipped.append((run_id, str(exc)))
         except RowDamaged as exc:
-            damaged.append(exc)
+            swept.damaged.append(exc)
         except FSMError as exc:
-            if failed is None:
-                problems.append(exc)
-            else:
-                failed.append((run_id, str(exc)))
+            swept.fail(run_id, exc)
         return False
 
     def _sweep_one(self, run_id: str) -> bool:

@@ -189,7 +189,8 @@ class ChatRoutes:
         if spec is None:
             raise ChatRefused("definition", f"{self.workflows.unloadable(run)}; nothing was "
                               "kept")
-        with Engine(spec, self.store, self._policy(spec, run), clock=self.clock) as engine:
+        with Engine(spec, self.store, self._policy(spec, run), clock=self.clock,
+                    hooks=self.workflows.hooks) as engine:
             try:
                 kept = engine.accept_reply(run.run_id, text, token=request.state.token,
                                            asked=seen)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +28,7 @@ from fsm.errors import (
     NothingPending,
     RunLocked,
 )
+from fsm.hooks import Hooks, in_scope
 from fsm.names import is_blank
 from fsm.presentation import PLAIN
 from fsm.records import (
@@ -65,9 +66,13 @@ class Workflows:
     A workflow this server cannot load is logged once, with the reason, on the ``fsm.web``
     logger; :meth:`problem` gives the reason to the pages."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
+    def __init__(self, settings: Settings | None = None,
+                 hooks: Iterable[Hooks] | None = None) -> None:
         #: What builds a model's policy here (its key, prices, tool choice).
         self.settings = settings
+        #: The hooks of every engine the pages make (default: those in scope where this
+        #: is made, see :func:`fsm.hooks.scope`), whatever thread serves the request.
+        self.hooks = tuple(in_scope() if hooks is None else hooks)
         self._specs: dict[str, WorkflowSpec | None] = {}
         self._spec_problems: dict[str, str] = {}
         #: (workflow reference, the run's policy record) → why it cannot be built
@@ -256,7 +261,8 @@ def decide(store: Store, workflows: Workflows, account: Account, approval_id: st
         who = "without a release limit" if ask.amount is None else "with a higher limit"
         raise InboxRefused("limit", f"{beyond}; ask an approver {who}", 403)
     policy = workflows.policy(spec, run, store.events(run.run_id))
-    engine = Engine(family, store, policy, clock=clock, compactor=Compactor())
+    engine = Engine(family, store, policy, clock=clock, compactor=Compactor(),
+                    hooks=workflows.hooks)
     try:
         return engine.decide(run.run_id, action == "approve", account.name, note.strip(),
                              amend=amend)

@@ -116,7 +116,8 @@ def act(store: Store, workflows: Workflows, account: Account, handover_id: str, 
     if spec is None:
         raise InboxRefused("definition", f"{workflows.unloadable(run)}: nothing was changed")
     policy = workflows.policy(spec, run, store.events(run.run_id))
-    engine = Engine(spec, store, policy, clock=clock, compactor=Compactor())
+    engine = Engine(spec, store, policy, clock=clock, compactor=Compactor(),
+                    hooks=workflows.hooks)
     try:
         if action == "take":
             return engine.take_handover(run.run_id, account.name, note=note or None)

@@ -7,12 +7,17 @@ PostgreSQL."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from cli_inproc import HEADPHONES, Cli, Result
 from damage import execute, refuse_writes
 
 from fsm.cli import exits
+from fsm.errors import RowDamaged
+from fsm.registry import load_workflow
+from fsm.runtime.engine import Engine
+from fsm.store import open_store
 
 #: Past every approval's expiry (the refund workflow's approvals last 72 hours).
 LATER = str(73 * 3600)
@@ -104,6 +109,36 @@ def test_the_sweep_goes_on_past_runs_it_cannot_read_or_write(
     assert "a row of run 'b-unreadable' in table 'runs' is damaged" in unreadable
     again = cli("sweep", "--db", any_db, "--json")  # the broken runs are tried again
     assert json.loads(again.out) == [] and len(again.err.splitlines()) == 2
+
+
+def test_the_engine_s_sweep_returns_what_it_could_not_do_as_a_value(
+        any_db: str, cli: Cli) -> None:
+    """``Engine.sweep`` gives a ``Swept``: the runs it expired, and the failed run and the
+    damaged row beside them; it raises the first problem unless told not to. The old
+    out-parameters still fill, with a warning."""
+    pause(cli, any_db, "a-refused", "b-unreadable", "c-ok", "d-ok")
+    refuse_writes(any_db, "a-refused")
+    assert execute(any_db, "UPDATE runs SET snapshot = '{\"not\": \"a run\"}' "
+                           "WHERE run_id = 'b-unreadable'") == 1
+    later = time.time() + int(LATER)
+    with open_store(any_db) as store:
+        engine = Engine(load_workflow("refund"), store, clock=lambda: later)
+        with pytest.raises(RowDamaged, match="run 'b-unreadable' in table 'runs'"):
+            engine.sweep()  # every other run is swept all the same
+        assert store.load_run("c-ok").status == "handed_over"
+        pause(cli, any_db, "e-ok")
+        swept = engine.sweep(raising=False)
+        assert swept == ["e-ok"]
+        assert [r for r, _ in swept.failed] == ["a-refused"]
+        assert "writes of run a-refused are refused" in swept.failed[0][1]
+        assert [d.run_id for d in swept.damaged] == ["b-unreadable"]
+        assert swept.skipped == []
+        failed: list[tuple[str, str]] = []
+        damaged: list[RowDamaged] = []
+        with pytest.warns(DeprecationWarning, match=r"sweep\(failed, damaged=\[...\]\)"):
+            assert engine.sweep(failed=failed, damaged=damaged) == []
+        assert [r for r, _ in failed] == ["a-refused"]
+        assert [d.run_id for d in damaged] == ["b-unreadable"]
 
 
 def test_a_damaged_event_of_one_run_is_skipped_and_named_and_exits_0(

@@ -248,10 +248,10 @@ def test_sweep_skips_a_run_another_process_drives_and_expires_the_rest(
     # The owner on "elsewhere" counts as alive: its lease is not free.
     monkeypatch.setattr(lease_mod, "lease_is_free", lambda owner: owner != "elsewhere:1:held")
     clock.advance(TTL + 1)
-    skipped: list[tuple[str, str]] = []
-    assert paused.engine.sweep(skipped) == ["big2"]
-    assert [run for run, _ in skipped] == ["big"]
-    assert "being driven by another process" in skipped[0][1]
+    swept = paused.engine.sweep()
+    assert swept == ["big2"] and (swept.failed, swept.damaged) == ([], [])
+    assert [run for run, _ in swept.skipped] == ["big"]
+    assert "being driven by another process" in swept.skipped[0][1]
     assert paused.store.load_run("big").status == "awaiting_approval"
     assert paused.store.load_run("big2").status == "handed_over"
     assert paused.shop.ledger() == []

@@ -251,9 +251,9 @@ def test_threads_must_be_at_least_one() -> None:
 # -- a process killed in the middle of a step ----------------------------------------------
 
 def _drive_async(db: str, resume: bool) -> int:  # pragma: no cover - runs in a child
-    from fsm import faults
+    from fsm import faults, hooks
 
-    faults.install(faults.from_environ(os.environ))
+    injector = faults.from_environ(os.environ)  # None for the run that resumes
 
     async def main() -> str:
         store, shop = SQLiteStore(db), Shop(db)
@@ -263,7 +263,8 @@ def _drive_async(db: str, resume: bool) -> int:  # pragma: no cover - runs in a 
         store.close()
         return run.status
 
-    print(asyncio.run(main()))
+    with hooks.scope(*[injector] if injector else []):  # the engine is made in the task
+        print(asyncio.run(main()))
     return 0
 
 

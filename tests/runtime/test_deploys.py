@@ -122,8 +122,8 @@ def test_a_sweep_expires_approvals_of_every_version_it_keeps(tmp_path: Path) -> 
         Engine(v2(shop), store, clerk, clock=lambda: now[0]).start(LARGE, user="ravi",
                                                                     run_id="new")
         now[0] += 73 * 3600
-        skipped: list[tuple[str, str]] = []
-        assert Engine(v1(shop), store, clock=lambda: now[0]).sweep(skipped) == ["old"]
-        assert [r for r, _ in skipped] == ["new"] and "version 2" in skipped[0][1]
+        swept = Engine(v1(shop), store, clock=lambda: now[0]).sweep()
+        assert swept == ["old"]
+        assert [r for r, _ in swept.skipped] == ["new"] and "version 2" in swept.skipped[0][1]
         assert Engine(v2(shop), store, clock=lambda: now[0]).sweep() == ["new"]
         assert {store.load_run(r).state for r in ("old", "new")} == {"handed_over"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from typing import Any
 
 import pytest
@@ -22,7 +23,10 @@ from fsm.hooks import (
     StopInfo,
     ToolCallInfo,
     ToolResultInfo,
+    in_scope,
     install,
+    installed,
+    scope,
     uninstall,
 )
 from fsm.records import verify_chain
@@ -220,28 +224,53 @@ def test_breaking_out_of_steps_leaves_the_run_to_be_resumed(
     assert Engine(spec, store, clerk).resume("r").status == "done"
 
 
-def test_installed_hooks_join_engines_made_afterwards(
+def test_scoped_hooks_join_the_engines_made_inside_the_scope_and_no_others(
         shop: Shop, spec: WorkflowSpec, store: MemoryStore) -> None:
     rec = Recorder()
     before = Engine(spec, store, clerk)
-    install(rec)
+    with scope(rec) as scoped:
+        assert scoped == (rec,) == in_scope()
+        inside = Engine(spec, store, clerk, hooks=[rec])  # given twice: called once
+        elsewhere: list[tuple[Any, ...]] = []
+        thread = threading.Thread(target=lambda: elsewhere.append(in_scope()))
+        thread.start()
+        thread.join()
+    after = Engine(spec, store, clerk)
+    assert elsewhere == [()] and in_scope() == ()  # another thread's scope is its own
+    before.start(SMALL, user="asha", run_id="a")
+    after.start(SMALL, user="asha", run_id="c")
+    assert rec.seen == []
+    inside.start(SMALL, user="asha", run_id="b")
+    assert {v.run_id for _, v in rec.seen} == {"b"}
+    assert len({(p, id(v)) for p, v in rec.seen}) == len(rec.seen)  # each view seen once
+
+
+def test_the_old_spellings_warn_and_still_work(
+        shop: Shop, spec: WorkflowSpec, store: MemoryStore) -> None:
+    rec, added = Recorder(), Recorder()
+    before = Engine(spec, store, clerk)
+    with pytest.warns(DeprecationWarning, match=r"fsm.hooks.install is deprecated.*scope"):
+        install(rec)
     try:
+        with pytest.warns(DeprecationWarning, match="fsm.hooks.installed is deprecated"):
+            assert installed() == (rec,)
         after = Engine(spec, store, clerk)
     finally:
-        uninstall(rec)
+        with pytest.warns(DeprecationWarning, match="fsm.hooks.uninstall is deprecated"):
+            uninstall(rec)
+    assert in_scope() == ()
+    with pytest.warns(DeprecationWarning, match=r"Engine.add_hook is deprecated.*hooks=\[hook\]"):
+        before.add_hook(added)
     before.start(SMALL, user="asha", run_id="a")
-    assert rec.seen == []
     after.start(SMALL, user="asha", run_id="b")
     assert {v.run_id for _, v in rec.seen} == {"b"}
-    added = Recorder()
-    before.add_hook(added)
-    before.start(SMALL, user="asha", run_id="c")
-    assert {v.run_id for _, v in added.seen} == {"c"}
+    assert {v.run_id for _, v in added.seen} == {"a"}
 
 
 def test_a_hooks_object_is_checked_and_fault_specs_are_parsed() -> None:
     with pytest.raises(TypeError, match="subclass fsm.Hooks"):
-        install(object())  # type: ignore[arg-type]
+        with scope(object()):  # type: ignore[arg-type]
+            pass
     assert from_environ({}) is None and from_environ({"FSM_FAULT": " "}) is None
     injector = from_environ({"FSM_FAULT": "after_commit@3,before_policy@*:stop"})
     assert injector is not None

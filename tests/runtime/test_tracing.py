@@ -223,16 +223,13 @@ print("CODE", code, "LOADED", loaded)
 def test_an_agent_s_segments_are_invoke_agent_spans(
         exporter: tuple[InMemorySpanExporter, TracerProvider]) -> None:
     from fsm import Agent
-    from fsm.hooks import install, uninstall
+    from fsm.hooks import scope
 
     spans, provider = exporter
     tracing = Tracing(provider)
-    install(tracing)  # the Agent makes its engine itself
-    try:
+    with scope(tracing):  # the Agent makes its engine itself
         agent = Agent(lambda history: {"final": "ok"}, [], run_id="a1")
-        agent.start("say ok")
-    finally:
-        uninstall(tracing)
+    agent.start("say ok")
     [segment] = [s for s in spans.get_finished_spans() if s.name.startswith("invoke_")]
     assert segment.name == "invoke_agent agent"
     assert segment.attributes["gen_ai.operation.name"] == "invoke_agent"
