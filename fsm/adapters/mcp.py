@@ -14,25 +14,25 @@ environment); :func:`http_server` reaches one over streamable HTTP on loopback. 
 return a :class:`~fsm.sources.ToolServer` whose source is an :class:`McpServer`.
 
 An :class:`McpServer` is started lazily (the first ``tools/list`` or call), reused by
-every run of the process, restarted after it fails, and stopped when the process exits
-(or :meth:`McpServer.close`): a stdio server runs in its own process group and is
-killed with it; a server whose parent was killed reads the end of its stdin and exits.
-Its stderr goes to a file, whose end is quoted in every failure.
+every run of the process, restarted after it fails, and stopped when the process exits,
+when the object goes, or at :meth:`McpServer.close`: a stdio server runs in its own
+process group and is killed with it; a server whose parent was killed reads the end of
+its stdin and exits. Its stderr goes to a file, whose end is quoted in every failure.
 
 Every failure of the server (it could not start, crashed, hung past ``timeout``, broke
 the protocol) raises :class:`~fsm.errors.Unavailable`: the step rolls back and is tried
 again, the server is restarted, and after the engine's bound the run is handed over. A
 result with ``isError: true`` is the tool's answer, an observation for the model.
 
-The SDK is asynchronous; the engine is not. Every server's connection lives on one
-event loop in a daemon thread, and callers wait on it. A forked child starts with no
-connections (the parent's pipes stay the parent's).
+The SDK is asynchronous; the engine is not. A server's connection lives on its own
+event loop in a daemon thread, and callers wait on it; closing the server (or the end of
+the object, or of the process) stops both. A forked child starts with no connection (the
+parent's pipes stay the parent's).
 """
 
 from __future__ import annotations
 
 import asyncio
-import atexit
 import contextlib
 import json
 import os
@@ -57,47 +57,55 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 class _Loop:
-    """One asyncio loop in a daemon thread, shared by every server of the process."""
+    """An asyncio loop in a daemon thread: a server's connection lives on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fsm-mcp",
+        self.thread = threading.Thread(target=self.loop.run_forever, name=f"fsm-mcp-{name}",
                                        daemon=True)
         self.thread.start()
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-
-_LOOP: _Loop | None = None
-_LOOP_LOCK = threading.Lock()
-_SERVERS: weakref.WeakSet[McpServer] = weakref.WeakSet()
-
-
-def _loop() -> _Loop:
-    global _LOOP
-    with _LOOP_LOCK:
-        if _LOOP is None:
-            _LOOP = _Loop()
-        return _LOOP
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        if not self.thread.is_alive():
+            self.loop.close()
 
 
-def _forget_in_child() -> None:
-    """A forked child has no loop thread: it starts its own, and its own servers."""
-    global _LOOP, _LOOP_LOCK
-    _LOOP, _LOOP_LOCK = None, threading.Lock()
-    for server in list(_SERVERS):
-        server._forget()
+class _Live:
+    """What a server holds in this process: its loop, and its connection when one is open.
+    Kept apart from the :class:`McpServer`, so that the server's finalizer (which runs at
+    exit too) can close them."""
 
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.pid = os.getpid()
+        self.loop: _Loop | None = None
+        self.conn: _Connection | None = None
 
-os.register_at_fork(after_in_child=_forget_in_child)
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        if self.pid != os.getpid():
+            # A forked child: the parent's loop thread and pipes are not here.
+            self.pid, self.loop, self.conn = os.getpid(), None, None
+        if self.loop is None:
+            self.loop = _Loop(self.name)
+        return self.loop.run(coro, timeout)
 
-
-@atexit.register
-def close_all() -> None:
-    """Stop every server this process started (run at exit)."""
-    for server in list(_SERVERS):
-        server.close()
+    def close(self) -> None:
+        """Stop the connection and the loop (in the process that made them)."""
+        if self.pid != os.getpid():
+            return
+        conn, loop = self.conn, self.loop
+        self.conn = self.loop = None
+        if loop is None:
+            return
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                loop.run(conn.close(), 30)
+        loop.stop()
 
 
 class _Connection:
@@ -109,7 +117,6 @@ class _Connection:
         from mcp import ClientSession
 
         self.session_class = ClientSession
-        self.server = server
         self.transport = server._transport()
         self.session: Any = None
         self.stopping: asyncio.Event | None = None
@@ -166,15 +173,15 @@ class McpServer:
         self.command, self.args, self.url = command, tuple(args), url
         self.env, self.cwd, self.timeout = dict(env or {}), cwd, timeout
         self.start_timeout = start_timeout
-        self._conn: _Connection | None = None
+        self._live = _Live(name)
         self._lock = threading.Lock()
         # Every start's stderr, kept while this object lives (closed and removed after).
         self._stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115
             "w+", prefix=f"fsm-mcp-{name}-", suffix=".stderr", delete=False)
-        weakref.finalize(self, _discard, self._stderr)
+        # When this object goes, or the process exits: the server stops, its loop too.
+        weakref.finalize(self, _ended, self._live, self._stderr)
         #: How many times the server was started by this process.
         self.starts = 0
-        _SERVERS.add(self)
 
     def __repr__(self) -> str:
         return f"McpServer({self.name!r}, {self.where()!r})"
@@ -210,22 +217,23 @@ class McpServer:
     def _session(self) -> Any:
         """The live session, started now if there is none."""
         with self._lock:
-            if self._conn is None:
+            live = self._live
+            if live.pid != os.getpid() or live.conn is None:
                 conn = _Connection(self)
                 self.starts += 1
                 try:
-                    _loop().run(asyncio.wait_for(conn.open(), self.start_timeout),
-                                self.start_timeout + 5)
+                    live.run(asyncio.wait_for(conn.open(), self.start_timeout),
+                             self.start_timeout + 5)
                 except BaseException as exc:
                     self._stop(conn)
                     raise self._unavailable("could not start", exc) from exc
-                self._conn = conn
-            return self._conn.session
+                live.conn = conn
+            return live.conn.session
 
     def _request(self, what: str, make: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
         session = self._session()
         try:
-            return _loop().run(_within(make(session), self.timeout), self.timeout + 5)
+            return self._live.run(_within(make(session), self.timeout), self.timeout + 5)
         except BaseException as exc:
             # Hung, crashed or answered a protocol error: the next call starts it afresh.
             self._restart()
@@ -258,20 +266,18 @@ class McpServer:
 
     def _restart(self) -> None:
         with self._lock:
-            conn, self._conn = self._conn, None
-        if conn is not None:
+            conn, self._live.conn = self._live.conn, None
+        if conn is not None and self._live.pid == os.getpid():
             self._stop(conn)
 
     def _stop(self, conn: _Connection) -> None:
         with contextlib.suppress(Exception):
-            _loop().run(conn.close(), 30)
-
-    def _forget(self) -> None:
-        self._conn = None
+            self._live.run(conn.close(), 30)
 
     def close(self) -> None:
-        """Stop the server (its process, if this process started one)."""
-        self._restart()
+        """Stop the server (its process, if this process started one) and its loop."""
+        with self._lock:
+            self._live.close()
 
     def _unavailable(self, what: str, exc: BaseException) -> Unavailable:
         reason = _reason(exc)
@@ -284,6 +290,11 @@ async def _within(coro: Coroutine[Any, Any, T], seconds: float) -> T:
     """``coro`` bounded by ``seconds`` (in the same task: no task is made per call)."""
     async with asyncio.timeout(seconds):
         return await coro
+
+
+def _ended(live: _Live, stderr: Any) -> None:
+    live.close()
+    _discard(stderr)
 
 
 def _discard(file: Any) -> None:

@@ -7,8 +7,12 @@ server's own log), never from fsm's records.
 
 from __future__ import annotations
 
+import gc
 import json
+import os
 import sys
+import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -227,3 +231,49 @@ def test_a_protocol_error_is_unavailable_with_the_servers_stderr_and_it_is_resta
     assert [t.name for t in server.list_tools()] == ["t"]  # a new process
     assert server.starts == 2
     server.close()
+
+
+def _loop_threads() -> list[str]:
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("fsm-mcp-"))
+
+
+def test_each_server_owns_its_loop_and_stops_it_on_close_or_when_it_goes(
+        tmp_path: Path) -> None:
+    """No loop or server list is kept for the process: a server's connection lives on its
+    own loop thread, which its close stops, and so does the end of the object; a forked
+    child starts its own connection (the parent's stays the parent's)."""
+    one = retail(tmp_path / "one").source
+    two = retail(tmp_path / "two").source
+    assert _loop_threads() == []  # started lazily
+    assert one.call("calculate", {"expression": "1+1"}).value["parsed_content"] == 2.0
+    assert two.call("calculate", {"expression": "2+2"}).value["parsed_content"] == 4.0
+    assert _loop_threads() == ["fsm-mcp-retail", "fsm-mcp-retail"]
+    one.close()
+    assert _loop_threads() == ["fsm-mcp-retail"]
+    assert one.call("calculate", {"expression": "3+3"}).value["parsed_content"] == 6.0
+    assert one.starts == 2 and _loop_threads() == ["fsm-mcp-retail", "fsm-mcp-retail"]
+
+    reader, writer = os.pipe()
+    with warnings.catch_warnings():  # the child touches no lock a loop thread holds
+        warnings.simplefilter("ignore", DeprecationWarning)
+        child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        os.close(reader)
+        try:
+            value = two.call("calculate", {"expression": "5*5"}).value["parsed_content"]
+            os.write(writer, json.dumps([value, two.starts]).encode())
+        finally:
+            os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader) as got:
+        said = json.loads(got.read() or "null")
+    assert os.waitpid(child, 0)[1] == 0
+    assert said == [25.0, 2]  # the child's own start of the server
+    assert two.call("calculate", {"expression": "6*6"}).value["parsed_content"] == 36.0
+    assert two.starts == 1  # the parent's connection was never the child's to touch
+
+    del two
+    gc.collect()
+    assert _loop_threads() == ["fsm-mcp-retail"]  # two's ended with it
+    one.close()
+    assert _loop_threads() == []
