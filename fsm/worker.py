@@ -433,7 +433,9 @@ class Worker:
         customer: one sweep per workflow applies all that is due in it."""
         damaged: list[RowDamaged] = []
         by_workflow: dict[str, RunState] = {}
-        for a in self.store.approvals(pending_only=True, damaged=damaged):
+        pending = self.store.approvals(pending_only=True, skip_damaged=True)
+        damaged += pending.damaged
+        for a in pending:
             if a.expires_at <= self.clock():
                 try:
                     run = self.store.load_run(a.run_id)
@@ -442,7 +444,9 @@ class Worker:
                     continue
                 by_workflow.setdefault(run.workflow, run)
         # Waits for customers: expired, or holding a reply a process left unread.
-        for run in self.store.list_runs("awaiting_customer", damaged=damaged):
+        waiting = self.store.list_runs("awaiting_customer", skip_damaged=True)
+        damaged += waiting.damaged
+        for run in waiting:
             by_workflow.setdefault(run.workflow, run)
         self.damaged(damaged)
         return list(by_workflow.values())
@@ -475,7 +479,7 @@ class Worker:
     def _waiting_customers(self, workflow: str) -> list[str]:
         """The runs of ``workflow`` waiting for their customer (for the sweep's words)."""
         return [r.run_id for r in self.store.list_runs("awaiting_customer", workflow=workflow,
-                                                       damaged=[])]
+                                                       skip_damaged=True)]
 
     def _cannot_sweep(self, run_id: str, exc: FSMError) -> None:
         if isinstance(exc, RowDamaged):
@@ -591,7 +595,9 @@ def fleet_stats(store: Store, now: float,
     leases = collections.Counter[str]()
     waits_on: dict[str, str | None] = {}
     steps = 0
-    for run in store.list_runs(damaged=found):
+    runs = store.list_runs(skip_damaged=True)
+    found += runs.damaged
+    for run in runs:
         by_status[run.status] += 1
         if run.status == "running":
             leases[_lease_kind(store.lease(run.run_id), now)] += 1
@@ -601,8 +607,9 @@ def fleet_stats(store: Store, now: float,
             steps += _recent_steps(store, run.run_id, now, found)
     # An approval waits when its run waits on it: a pending row of a run that moved on
     # (or was written outside a step) is no request anyone is asked to decide.
-    waiting = sum(1 for a in store.approvals(pending_only=True, damaged=found)
-                  if waits_on.get(a.run_id) == a.approval_id)
+    pending = store.approvals(pending_only=True, skip_damaged=True)
+    found += pending.damaged
+    waiting = sum(1 for a in pending if waits_on.get(a.run_id) == a.approval_id)
     if damaged is None and found:
         raise found[0]
     if damaged is not None:

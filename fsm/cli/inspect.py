@@ -55,10 +55,10 @@ def runs_cmd(
                                  param_hint="--status")
     with reader_for(db) as store:
         # One more than asked for tells whether there are more to page to.
-        runs = store.list_runs(status, workflow=workflow, offset=offset, newest_first=True,
+        page = store.list_runs(status, workflow=workflow, offset=offset, newest_first=True,
                                limit=None if show_all else limit + 1)
-        more = not show_all and len(runs) > limit
-        runs = runs if show_all else runs[:limit]
+        more = not show_all and len(page) > limit
+        runs = page if show_all else page[:limit]
         labels = store.version_labels(r.definition_hash for r in runs)
     rows: list[dict[str, Any]] = [{
         "run_id": r.run_id, "workflow": r.workflow, "version": labels[r.definition_hash],
@@ -101,7 +101,9 @@ def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     rows, problems = [], []
     with reader_for(db) as store:
         damaged: list[RowDamaged] = []
-        for a in store.approvals(pending_only=True, damaged=damaged):
+        pending = store.approvals(pending_only=True, skip_damaged=True)
+        damaged += pending.damaged
+        for a in pending:
             try:
                 row = _approval_row(store, a)
             except RowDamaged as exc:  # one of the run's own rows

@@ -476,7 +476,9 @@ def _due_by_workflow(store: Store, damaged: list[Any], problems: list[str]) -> l
 
     by_workflow: dict[str, RunState] = {}
     now = clock()
-    for a in store.approvals(pending_only=True, damaged=damaged):
+    pending = store.approvals(pending_only=True, skip_damaged=True)
+    damaged += pending.damaged
+    for a in pending:
         if a.expires_at > now:
             continue
         try:
@@ -488,9 +490,12 @@ def _due_by_workflow(store: Store, damaged: list[Any], problems: list[str]) -> l
             problems.append(f"cannot sweep run {a.run_id!r}: {' '.join(str(exc).split())}")
             continue
         by_workflow.setdefault(run.workflow, run)
-    for run in store.list_runs("awaiting_customer", damaged=damaged):
+    customers = store.list_runs("awaiting_customer", skip_damaged=True)
+    approvals = store.list_runs("awaiting_approval", skip_damaged=True)
+    damaged += customers.damaged + approvals.damaged
+    for run in customers:
         by_workflow.setdefault(run.workflow, run)
-    for run in store.list_runs("awaiting_approval", damaged=damaged):
+    for run in approvals:
         if run.workflow not in by_workflow and _decided_row(store, run, damaged):
             by_workflow[run.workflow] = run  # its engine hands over what the log never held
     return list(by_workflow.values())

@@ -71,7 +71,7 @@ def select(store: Store, workflow: str, runs: Sequence[str] = (),
     random with ``seed``, the same ones every time)."""
     if runs:
         return [store.load_run(r) for r in dict.fromkeys(runs)]
-    found = store.list_runs(workflow=workflow)
+    found: list[RunState] = store.list_runs(workflow=workflow)
     if sample is not None and sample < len(found):
         found = sorted(random.Random(seed).sample(found, sample),
                        key=lambda r: (r.created_at, r.run_id))

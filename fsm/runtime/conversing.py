@@ -219,8 +219,10 @@ class Conversations(ABC):
         if not any(v.converses for v in self.spec.versions):
             return
         now = self.clock()
-        for run in self.store.list_runs("awaiting_customer", workflow=self.spec.name,
-                                        damaged=swept.damaged):
+        waiting = self.store.list_runs("awaiting_customer", workflow=self.spec.name,
+                                       skip_damaged=True)
+        swept.damaged += waiting.damaged
+        for run in waiting:
             try:
                 if self._sweep_conversation(run, now):
                     swept.append(run.run_id)

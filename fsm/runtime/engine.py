@@ -475,9 +475,9 @@ class Engine(Conversations):
         """:meth:`sweep`, with every problem kept in the value, none raised."""
         now = self.clock()
         swept = Swept()
-        due = [a.run_id for a in self.store.approvals(pending_only=True,
-                                                      damaged=swept.damaged)
-               if a.expires_at <= now]
+        pending = self.store.approvals(pending_only=True, skip_damaged=True)
+        swept.damaged += pending.damaged
+        due = [a.run_id for a in pending if a.expires_at <= now]
         swept += [run_id for run_id in due + self._decided_waiting(swept.damaged)
                   if self._sweep_guarded(run_id, swept)]
         self._sweep_conversations(swept)
@@ -489,8 +489,10 @@ class Engine(Conversations):
         was decided: what no decision fsm records leaves behind (the sweep hands each
         over unless its log holds the decision)."""
         found = []
-        for run in self.store.list_runs("awaiting_approval", workflow=self.spec.name,
-                                        damaged=damaged):
+        waiting = self.store.list_runs("awaiting_approval", workflow=self.spec.name,
+                                       skip_damaged=True)
+        damaged += waiting.damaged
+        for run in waiting:
             aid = run.pending.approval_id if run.pending is not None else None
             try:
                 row = self.store.approval(aid) if aid is not None else None

@@ -18,6 +18,7 @@ from typing import Self
 from fsm.errors import FSMError, RowDamaged, RunNotFound, RunPruned
 from fsm.records import Approval, RunState, snapshot_json, utc
 from fsm.store.lease import Claimed, Lease
+from fsm.store.page import Page, old_spelling
 from fsm.store.roles import (
     Approvals,
     Conversations,
@@ -88,14 +89,20 @@ class Store(Runs, Effects, Approvals, Definitions, People, Conversations, Desk, 
     # for any store but read everything; the SQL stores override them with indexed queries.
 
     def waiting(self, workflow: str | None = None, *, limit: int = 50, offset: int = 0,
-                damaged: list[RowDamaged] | None = None) -> list[tuple[Approval, RunState]]:
+                skip_damaged: bool = False, damaged: list[RowDamaged] | None = None
+                ) -> Page[tuple[Approval, RunState]]:
+        old_spelling("waiting", damaged)
+        pending = self.approvals(pending_only=True,
+                                 skip_damaged=skip_damaged or damaged is not None)
+        if damaged is not None:
+            damaged += pending.damaged
         rows = []
-        for a in self.approvals(pending_only=True, damaged=damaged):
+        for a in pending:
             run = self.load_run(a.run_id)
             if run.status == "awaiting_approval" and workflow in (None, run.workflow):
                 rows.append((a, run))
         rows.sort(key=lambda r: (r[0].requested_at, r[0].approval_id), reverse=True)
-        return rows[offset:offset + limit]
+        return Page(rows[offset:offset + limit], pending.damaged)
 
     def count_waiting(self, workflow: str | None = None) -> int:
         return len(self.waiting(workflow, limit=2**62))

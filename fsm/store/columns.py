@@ -4,7 +4,7 @@ what both SQL stores read and ask alike."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -62,22 +62,6 @@ def damaged(where: str, table: str, run_id: str | None, exc: BaseException, *,
         f"database {where}: a row of {whose} in table {table!r} is damaged and cannot be "
         f"read ({type(exc).__name__}: {first}); restore the database from a backup",
         then=", or inspect it with fsm audit", table=table, run_id=run_id, key=key)
-
-
-def each_row(rows: Iterable[Any], parse: Callable[[Any], _T],
-             skipped: list[RowDamaged] | None) -> list[_T]:
-    """``parse`` applied to each row. A row it finds damaged (:class:`RowDamaged`) is
-    raised, or, with ``skipped``, left out and added to ``skipped``: one damaged row
-    then never keeps the others from being read."""
-    out = []
-    for row in rows:
-        try:
-            out.append(parse(row))
-        except RowDamaged as exc:
-            if skipped is None:
-                raise
-            skipped.append(exc)
-    return out
 
 
 #: What a reader of a row's JSON or its record raises when the row is not what fsm wrote

@@ -32,6 +32,7 @@ from fsm.signing import Keys
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import check_fence, expiry, lease_held
 from fsm.store.memory_desk import MemoryDesk
+from fsm.store.page import Page, old_spelling
 from fsm.store.people import (
     Account,
     Notification,
@@ -86,8 +87,10 @@ class MemoryStore(MemoryDesk, Store):
 
     def list_runs(self, status: str | None = None, *, workflow: str | None = None,
                   limit: int | None = None, offset: int = 0, newest_first: bool = False,
-                  damaged: list[RowDamaged] | None = None) -> list[RunState]:
-        # Records kept as objects are never damaged: ``damaged`` stays empty.
+                  skip_damaged: bool = False,
+                  damaged: list[RowDamaged] | None = None) -> Page[RunState]:
+        # Records kept as objects are never damaged: a page's ``damaged`` stays empty.
+        old_spelling("list_runs", damaged)
         with self._lock:
             runs = sorted(
                 (r for r in self._runs.values()
@@ -96,7 +99,7 @@ class MemoryStore(MemoryDesk, Store):
                 key=lambda r: (r.created_at, r.run_id), reverse=newest_first,
             )
             end = None if limit is None else offset + limit
-            return [r.model_copy(deep=True) for r in runs[offset:end]]
+            return Page(r.model_copy(deep=True) for r in runs[offset:end])
 
     def commit(self, commit: StepCommit) -> RunState:
         return self._commit(commit, fence=True)
@@ -206,13 +209,15 @@ class MemoryStore(MemoryDesk, Store):
                     if e.run_id == run_id]
 
     def approvals(self, run_id: str | None = None, *, pending_only: bool = True,
-                  damaged: list[RowDamaged] | None = None) -> list[Approval]:
+                  skip_damaged: bool = False,
+                  damaged: list[RowDamaged] | None = None) -> Page[Approval]:
+        old_spelling("approvals", damaged)
         with self._lock:
-            return [
+            return Page(
                 a.model_copy(deep=True) for a in self._approvals.values()
                 if (run_id is None or a.run_id == run_id)
                 and (not pending_only or a.decision is None)
-            ]
+            )
 
     def artifact(self, sha256: str) -> str | None:
         with self._lock:
@@ -400,13 +405,14 @@ class MemoryStore(MemoryDesk, Store):
                     or (approval_ids is None and n.run_id == run_id)]
             return [n.model_copy() for n in sorted(rows, key=lambda n: (n.created_at, n.key))]
 
-    def due_notifications(self, now: float, limit: int = 20, *,
-                          damaged: list[RowDamaged] | None = None) -> list[Notification]:
+    def due_notifications(self, now: float, limit: int = 20, *, skip_damaged: bool = False,
+                          damaged: list[RowDamaged] | None = None) -> Page[Notification]:
+        old_spelling("due_notifications", damaged)
         with self._lock:
             rows = [n for n in self._notifications.values()
                     if n.status == "pending" and n.next_attempt_at <= now]
             rows.sort(key=lambda n: (n.next_attempt_at, n.key))
-            return [n.model_copy() for n in rows[:limit]]
+            return Page(n.model_copy() for n in rows[:limit])
 
     def save_notification(self, note: Notification) -> None:
         with self._lock:

@@ -53,6 +53,7 @@ from fsm.records import (
 from fsm.signing import Keys
 from fsm.store.desk import OPEN, Cut, ForkEdge, Queue, Tombstone
 from fsm.store.lease import Claimed, Lease
+from fsm.store.page import Page
 from fsm.store.people import Account, Notification, Refusal
 
 __all__ = ["Approvals", "Conversations", "Definitions", "Desk", "Effects", "Inbox", "Leases",
@@ -74,14 +75,16 @@ class RunReads(Protocol):
     @abstractmethod
     def list_runs(self, status: str | None = None, *, workflow: str | None = None,
                   limit: int | None = None, offset: int = 0, newest_first: bool = False,
-                  damaged: list[RowDamaged] | None = None) -> list[RunState]:
+                  skip_damaged: bool = False,
+                  damaged: list[RowDamaged] | None = None) -> Page[RunState]:
         """Runs, oldest first (``newest_first``: newest first), filtered by status and
         workflow; ``offset`` and ``limit`` page through them in the database.
 
         A run row that cannot be read raises :class:`~fsm.errors.RowDamaged`; with
-        ``damaged``, it is left out and added there instead (so are the damaged rows of
-        :meth:`Approvals.approvals`, :meth:`Inbox.waiting` and
-        :meth:`People.due_notifications`)."""
+        ``skip_damaged``, it is left out and named in the :class:`~fsm.store.page.Page`'s
+        ``damaged`` instead (so are the damaged rows of :meth:`Approvals.approvals`,
+        :meth:`Inbox.waiting` and :meth:`People.due_notifications`). ``damaged``, a list
+        the read fills, is the deprecated spelling."""
 
     @abstractmethod
     def messages(self, run_id: str, start: int = 0, end: int | None = None
@@ -174,7 +177,8 @@ class Approvals(Protocol):
 
     @abstractmethod
     def approvals(self, run_id: str | None = None, *, pending_only: bool = True,
-                  damaged: list[RowDamaged] | None = None) -> list[Approval]:
+                  skip_damaged: bool = False,
+                  damaged: list[RowDamaged] | None = None) -> Page[Approval]:
         """Approvals (of a run), oldest request first; ``pending_only``: undecided."""
 
     @abstractmethod
@@ -260,8 +264,8 @@ class People(Protocol):
         """Notification rows of these approvals (or of a run), oldest first."""
 
     @abstractmethod
-    def due_notifications(self, now: float, limit: int = 20, *,
-                          damaged: list[RowDamaged] | None = None) -> list[Notification]:
+    def due_notifications(self, now: float, limit: int = 20, *, skip_damaged: bool = False,
+                          damaged: list[RowDamaged] | None = None) -> Page[Notification]:
         """Pending rows whose next attempt is due, oldest first."""
 
     @abstractmethod
@@ -393,7 +397,8 @@ class Inbox(Protocol):
 
     @abstractmethod
     def waiting(self, workflow: str | None = None, *, limit: int = 50, offset: int = 0,
-                damaged: list[RowDamaged] | None = None) -> list[tuple[Approval, RunState]]:
+                skip_damaged: bool = False, damaged: list[RowDamaged] | None = None
+                ) -> Page[tuple[Approval, RunState]]:
         """Undecided approvals of waiting runs, newest request first, with their runs."""
 
     @abstractmethod

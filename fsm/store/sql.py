@@ -38,7 +38,6 @@ from fsm.store.columns import (
     UNREADABLE,
     SQLReads,
     definition_row,
-    each_row,
     reply_row,
     run_from,
     runs_where,
@@ -47,6 +46,7 @@ from fsm.store.columns import (
 from fsm.store.desk import DeskReads
 from fsm.store.dialect import Dialect
 from fsm.store.lease import check_fence
+from fsm.store.page import Page, read_rows
 from fsm.store.prune import SQLPrune
 from fsm.store.sql_fleet import SQLFleet, SQLPeople
 from fsm.store.statements import Head, Statements, Write, commit_writes, statements
@@ -207,14 +207,16 @@ class SQLStore(SQLPeople, SQLReads, DeskReads, SQLPrune, SQLFleet, Store):
 
     def list_runs(self, status: str | None = None, *, workflow: str | None = None,
                   limit: int | None = None, offset: int = 0, newest_first: bool = False,
-                  damaged: list[RowDamaged] | None = None) -> list[RunState]:
+                  skip_damaged: bool = False,
+                  damaged: list[RowDamaged] | None = None) -> Page[RunState]:
         m = self.MARK
         where, args = runs_where(status, workflow, m)
         order = "DESC" if newest_first else "ASC"
         sql = (f"SELECT snapshot, version, run_id FROM runs{where} "
                f"ORDER BY created_at {order}, run_id {order} LIMIT {m} OFFSET {m}")
         args += [self.DIALECT.no_limit if limit is None else limit, offset]
-        return each_row(self._read(sql, tuple(args)), lambda r: self._run(r, r[2]), damaged)
+        return read_rows(self._read(sql, tuple(args)), lambda r: self._run(r, r[2]),
+                         skip_damaged=skip_damaged, damaged=damaged, what="list_runs")
 
     def messages(self, run_id: str, start: int = 0, end: int | None = None
                  ) -> list[dict[str, Any]]:
@@ -329,7 +331,8 @@ class SQLStore(SQLPeople, SQLReads, DeskReads, SQLPrune, SQLFleet, Store):
     # -- approvals --------------------------------------------------------------------
 
     def approvals(self, run_id: str | None = None, *, pending_only: bool = True,
-                  damaged: list[RowDamaged] | None = None) -> list[Approval]:
+                  skip_damaged: bool = False,
+                  damaged: list[RowDamaged] | None = None) -> Page[Approval]:
         sql = f"SELECT {', '.join(APPROVAL_COLUMNS)} FROM approvals WHERE 1 = 1"
         args: list[Any] = []
         if run_id is not None:
@@ -338,11 +341,13 @@ class SQLStore(SQLPeople, SQLReads, DeskReads, SQLPrune, SQLFleet, Store):
         if pending_only:
             sql += " AND decision IS NULL"
         rows = self._read(sql + " ORDER BY requested_at, approval_id", tuple(args))
-        return each_row(rows, lambda r: self._approval(dict(zip(APPROVAL_COLUMNS, r,
-                                                                strict=True))), damaged)
+        return read_rows(rows, lambda r: self._approval(dict(zip(APPROVAL_COLUMNS, r,
+                                                                 strict=True))),
+                         skip_damaged=skip_damaged, damaged=damaged, what="approvals")
 
     def waiting(self, workflow: str | None = None, *, limit: int = 50, offset: int = 0,
-                damaged: list[RowDamaged] | None = None) -> list[tuple[Approval, RunState]]:
+                skip_damaged: bool = False, damaged: list[RowDamaged] | None = None
+                ) -> Page[tuple[Approval, RunState]]:
         sql, args = waiting_query(workflow, self.MARK)
         n = len(APPROVAL_COLUMNS)
 
@@ -350,7 +355,8 @@ class SQLStore(SQLPeople, SQLReads, DeskReads, SQLPrune, SQLFleet, Store):
             values = dict(zip(APPROVAL_COLUMNS, tuple(row)[:n], strict=True))
             return self._approval(values), self._run((row[n], row[n + 1]), values["run_id"])
 
-        return each_row(self._read(sql, (*args, int(limit), int(offset))), parse, damaged)
+        return read_rows(self._read(sql, (*args, int(limit), int(offset))), parse,
+                         skip_damaged=skip_damaged, damaged=damaged, what="waiting")
 
     # -- conversations and definitions -------------------------------------------------
 

@@ -16,11 +16,11 @@ from fsm.store.columns import (
     NOTIFICATION_COLUMNS,
     REFUSAL_COLUMNS,
     SQLReads,
-    each_row,
     refusal_insert,
 )
 from fsm.store.dialect import Database
 from fsm.store.lease import Claimed, Lease, expiry, lease_held, this_host_prefix
+from fsm.store.page import Page, read_rows
 from fsm.store.people import Account, Notification, Refusal, account_not_saved
 
 _ACCOUNTS = ", ".join(ACCOUNT_COLUMNS)
@@ -164,13 +164,14 @@ class SQLPeople(SQLReads):
                               f"{self.MARK} ORDER BY created_at, key", (run_id,))
         return [self._notification(r) for r in rows]
 
-    def due_notifications(self, now: float, limit: int = 20, *,
-                          damaged: list[RowDamaged] | None = None) -> list[Notification]:
+    def due_notifications(self, now: float, limit: int = 20, *, skip_damaged: bool = False,
+                          damaged: list[RowDamaged] | None = None) -> Page[Notification]:
         m = self.MARK
         rows = self._read(f"SELECT {_NOTIFICATIONS} FROM notifications WHERE status = "
                           f"'pending' AND next_attempt_at <= {m} ORDER BY next_attempt_at, key "
                           f"LIMIT {m}", (now, int(limit)))
-        return each_row(rows, self._notification, damaged)
+        return read_rows(rows, self._notification, skip_damaged=skip_damaged, damaged=damaged,
+                         what="due_notifications")
 
     def _notification(self, row: Sequence[Any]) -> Notification:
         values = dict(zip(NOTIFICATION_COLUMNS, row, strict=True))

@@ -30,7 +30,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Any
 
-from fsm.errors import NotifyError, RowDamaged, RunNotFound
+from fsm.errors import NotifyError, RunNotFound
 from fsm.store.base import Store
 from fsm.store.people import Notification
 from fsm.web.decisions import Workflows, describe
@@ -192,11 +192,10 @@ class Notifier:
 
     def deliver_due(self, limit: int = 20) -> int:
         """Attempt every due row once, each on its own; how many were attempted."""
-        damaged: list[RowDamaged] = []
-        due = [n for n in self.store.due_notifications(self.clock(), limit + len(self._skipped),
-                                                       damaged=damaged)
-               if n.key not in self._skipped][:limit]
-        for row in damaged:
+        page = self.store.due_notifications(self.clock(), limit + len(self._skipped),
+                                            skip_damaged=True)
+        due = [n for n in page if n.key not in self._skipped][:limit]
+        for row in page.damaged:
             if row.key is not None and row.key not in self._skipped \
                     and len(self._skipped) < _SKIPPED_KEPT:
                 self._skipped.add(row.key)

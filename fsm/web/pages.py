@@ -13,7 +13,7 @@ from fsm.auditor.audit import audit
 from fsm.auditor.beside import chained
 from fsm.auditor.diagram import extract, overlay
 from fsm.auditor.render import DOT_TIMEOUT, GraphvizMissing, render, to_dot
-from fsm.errors import FSMError, RowDamaged
+from fsm.errors import FSMError
 from fsm.presentation import PLAIN
 from fsm.records import (
     Approval,
@@ -124,10 +124,9 @@ def inbox(store: Store, workflows: Workflows, now: float, workflow: str | None,
     """A page of the approvals runs wait on. A row that cannot be read, or a pending
     approval its run does not wait on, is left out and said in ``skipped``."""
     pager = Pager(page, store.count_waiting(workflow))
-    damaged: list[RowDamaged] = []
     found = []
-    for a, run in store.waiting(workflow, limit=pager.size, offset=pager.offset,
-                                damaged=damaged):
+    waiting = store.waiting(workflow, limit=pager.size, offset=pager.offset, skip_damaged=True)
+    for a, run in waiting:
         if waiting_on(run, a) is None:
             if skipped is not None:
                 skipped.append(f"approval {a.approval_id} is pending, but run {run.run_id} "
@@ -135,7 +134,7 @@ def inbox(store: Store, workflows: Workflows, now: float, workflow: str | None,
         else:
             found.append((a, run))
     if skipped is not None:
-        skipped += [str(d) for d in damaged]
+        skipped += [str(d) for d in waiting.damaged]
     notes: dict[str, list[Notification]] = {}
     for n in store.notifications(approval_ids=[a.approval_id for a, _ in found]):
         notes.setdefault(n.approval_id, []).append(n)

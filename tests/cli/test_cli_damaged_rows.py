@@ -111,6 +111,36 @@ def test_the_sweep_goes_on_past_runs_it_cannot_read_or_write(
     assert json.loads(again.out) == [] and len(again.err.splitlines()) == 2
 
 
+def test_a_store_read_of_many_rows_gives_a_page_with_its_damaged_rows(
+        any_db: str, cli: Cli) -> None:
+    """``list_runs``, ``approvals`` and ``waiting`` raise a damaged row, or, asked to skip
+    it, leave it out and name it in the page; the old ``damaged=[]`` still fills."""
+    pause(cli, any_db, "ok1", "bad-run", "bad-approval", "ok2")
+    assert execute(any_db, "UPDATE runs SET snapshot = '{}' WHERE run_id = 'bad-run'") == 1
+    assert execute(any_db, "UPDATE approvals SET args = '[1,2]' "
+                           "WHERE run_id = 'bad-approval'") == 1
+    with open_store(any_db) as store:
+        for read in (store.list_runs, store.approvals, store.waiting):
+            with pytest.raises(RowDamaged):
+                read()
+        runs = store.list_runs(skip_damaged=True)
+        assert [r.run_id for r in runs] == ["ok1", "bad-approval", "ok2"]
+        assert [(d.table, d.run_id) for d in runs.damaged] == [("runs", "bad-run")]
+        approvals = store.approvals(skip_damaged=True)
+        assert [a.run_id for a in approvals] == ["ok1", "bad-run", "ok2"]
+        assert [(d.table, d.run_id) for d in approvals.damaged] == [
+            ("approvals", "bad-approval")]
+        waiting = store.waiting(workflow="refund", skip_damaged=True)
+        assert sorted(a.run_id for a, _ in waiting) == ["ok1", "ok2"]  # bad-run's is out
+        assert sorted((d.table, d.run_id) for d in waiting.damaged) == [
+            ("approvals", "bad-approval"), ("runs", "bad-run")]
+        old: list[RowDamaged] = []
+        with pytest.warns(DeprecationWarning, match=r"list_runs\(damaged=\[...\]\) is "
+                                                    r"deprecated; give skip_damaged=True"):
+            assert len(store.list_runs(damaged=old)) == 3
+        assert [d.run_id for d in old] == ["bad-run"]
+
+
 def test_the_engine_s_sweep_returns_what_it_could_not_do_as_a_value(
         any_db: str, cli: Cli) -> None:
     """``Engine.sweep`` gives a ``Swept``: the runs it expired, and the failed run and the

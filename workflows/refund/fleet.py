@@ -154,7 +154,7 @@ def approve_forever(url: str, every: float = 0.2, *, say: Any = None) -> int:
 
 def _approve_waiting(engine: Engine, store: Store, say: Any) -> None:
     """Approve each refund that waits for a person (rows that cannot be read are skipped)."""
-    for a, _ in store.waiting(limit=100, damaged=[]):
+    for a, _ in store.waiting(limit=100, skip_damaged=True):
         try:
             engine.decide(a.run_id, True, "supervisor", "checked", drive=False)
             say(f"approver: approved {a.run_id}")
