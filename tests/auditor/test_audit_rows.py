@@ -107,13 +107,14 @@ def test_a_run_last_committed_by_an_earlier_store_audits_clean_and_is_still_cove
     """Stores before this one wrote the snapshot as canonical JSON (sorted keys): the log
     of such a run records that text's hash, which the audit still accepts."""
     import fsm.records as records
+    import fsm.records.models as models
 
     def canonical_snapshot(run: records.RunState) -> str:
         return records.canonical(run.model_dump(mode="json", exclude={"version"}))
 
     path = str(tmp_path / "runs.db")
     with monkeypatch.context() as patch, SQLiteStore(path) as store, Shop(path) as shop:
-        patch.setattr(records, "snapshot_json", canonical_snapshot)
+        patch.setattr(models, "snapshot_json", canonical_snapshot)  # what the store wrote
         Engine(build(shop.seed_demo()), store, clerk).start(
             "Order A-1001: the kettle arrived broken", user="asha", run_id="old")
     con = sqlite3.connect(path)

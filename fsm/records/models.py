@@ -1,26 +1,22 @@
-"""Every persisted shape, spelled once.
-
-The run row (:class:`RunState`, a small snapshot, never the transcript), what a paused
-run waits for (:data:`Pending`), the rows one step writes (:class:`Event`,
-:class:`Effect`, :class:`Approval`, :class:`ViewRecord`, gathered in a
-:class:`StepCommit`), and the helpers every layer shares: :func:`canonical`,
-:func:`fingerprint`, :func:`chain`, :func:`verify_chain`, :func:`new_id`, :func:`utc`.
-"""
+"""Every persisted shape, spelled once: the run row (:class:`RunState`, a small
+snapshot, never the transcript), what a paused run waits for (:data:`Pending`), the rows
+one step writes (:class:`Event`, :class:`Effect`, :class:`Approval`,
+:class:`ViewRecord`, gathered in a :class:`StepCommit`), handovers and definitions."""
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
-import json
-import json.encoder
-import math
-import uuid
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, NamedTuple, TypeVar, get_args
+from typing import Annotated, Any, Literal, NamedTuple, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fsm.customer import AwaitingCustomer, Confirmation
+from fsm.records.jsonic import (
+    canonical,
+    fingerprint,
+    link_hash,
+    new_id,
+)
 
 #: Bump when :class:`RunState` changes shape; add a step to ``_MIGRATIONS``.
 SCHEMA_VERSION = 3
@@ -78,135 +74,6 @@ Verdict = Literal[
     "expired",    # nobody decided before it expired
     "withdrawn",  # the run moved to another definition, which asks again (a migration)
 ]
-
-
-def _not_json(value: Any) -> Any:
-    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
-
-
-def _c_encoder(default: Any, sort_keys: bool, allow_nan: bool) -> Any:
-    """The C encoder ``json.dumps`` would build, built once (building it for every call
-    costs as much as encoding a log row); ``None`` on an interpreter without it. Without
-    a circular-reference check, so it can be shared between threads: a circular value
-    fails with ``RecursionError``."""
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:
-        return None
-    return make(None, default, json.encoder.encode_basestring, None, ":", ",", sort_keys,
-                False, allow_nan)
-
-
-_CANONICAL = _c_encoder(str, True, True)
-_STRICT = _c_encoder(_not_json, False, False)
-
-
-def canonical(value: Any) -> str:
-    """Canonical JSON: sorted keys, no spaces, UTF-8 kept."""
-    if _CANONICAL is None:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                          default=str)
-    return "".join(_CANONICAL(value, 0))
-
-
-def check_plain_json(value: Any) -> None:
-    """Raise ``TypeError``, ``ValueError`` or ``RecursionError`` unless ``value`` is plain
-    JSON: dicts, lists, strings (with no lone surrogate: every store writes UTF-8),
-    finite numbers, booleans and null."""
-    if _STRICT is None:
-        json.dumps(value, allow_nan=False, ensure_ascii=False).encode()
-    else:
-        "".join(_STRICT(value, 0)).encode()
-
-
-def storable(text: str) -> str:
-    """``text`` as every store can keep it in a text column: a NUL (PostgreSQL text holds
-    none) and a lone surrogate (UTF-8 has none; ``json.loads`` and ``os.fsdecode`` make
-    them) written as escapes. For text that workflow code, a model or an exception chose."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode()
-    return text
-
-
-def shown(value: object) -> str:
-    """``str(value)`` for a value workflow code returned or raised, as :func:`storable`
-    text; one whose ``__str__`` raises is said to be unreadable."""
-    try:
-        return storable(str(value))
-    except Exception as exc:
-        return f"<{type(value).__name__} that cannot be shown: {type(exc).__name__}>"
-
-
-def describe(exc: BaseException) -> str:
-    """``TypeName: message`` of an exception from workflow code or a policy (see
-    :func:`shown`)."""
-    return f"{type(exc).__name__}: {shown(exc)}"
-
-
-_ANY = TypeAdapter(Any)
-
-
-def json_value(value: Any) -> Any:
-    """``value`` as it reads back from a store: JSON types only, string keys (a tool may
-    return ``{9: ..., 10: ...}``, a tuple, a datetime). Recording this, not the raw value,
-    keeps the transcript a process holds equal to the one a resumed process reads, and
-    the row hashes equal to what the audit computes from the rows."""
-    try:
-        return _ANY.dump_python(value, mode="json")
-    except (ValueError, TypeError):  # a type pydantic cannot serialise: as the store would
-        return json.loads(canonical(value))
-
-
-def text_json(value: Any) -> str:
-    """JSON for text a model or a person reads: sorted keys, spaces kept, UTF-8 kept."""
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-
-
-def text_hash(text: str) -> str:
-    """SHA-256 of ``text`` (a row as stored, an artifact)."""
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def fingerprint(value: Any) -> str:
-    """SHA-256 of the canonical JSON of ``value``."""
-    return text_hash(canonical(value))
-
-
-def new_id() -> str:
-    """A fresh 12-hex-digit id for runs and approvals (tests patch it)."""
-    return uuid.uuid4().hex[:12]
-
-
-def utc(t: float | None) -> str:
-    """A timestamp as ``YYYY-MM-DD HH:MM:SSZ`` (empty for ``None``)."""
-    if t is None:
-        return ""
-    try:
-        return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-    except (ValueError, OverflowError, OSError):
-        # Beyond what a date can hold (after the year 9999, nan): the seconds as stored.
-        return f"{t!r} s after 1970 (not a date)"
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-def built(cls: type[_M], values: dict[str, Any]) -> _M:
-    """What ``cls.model_construct(**values)`` makes, in a third of its time, for a model
-    the framework builds each step from values it holds in their declared types (the
-    view a policy is given). Every field must be given; nothing is validated."""
-    if values.keys() != cls.model_fields.keys():
-        raise TypeError(f"{cls.__name__} is built from all of its fields, not "
-                        f"{sorted(values)}")
-    m = cls.__new__(cls)
-    object.__setattr__(m, "__dict__", values)
-    object.__setattr__(m, "__pydantic_fields_set__", set(values))
-    object.__setattr__(m, "__pydantic_extra__", None)
-    object.__setattr__(m, "__pydantic_private__", None)
-    return m
 
 
 #: The largest budget limit: what a 64-bit integer holds (a snapshot must read back).
@@ -494,7 +361,7 @@ class Event(BaseModel):
         return self.model_dump(mode="json", exclude={"hash"})
 
     def compute_hash(self) -> str:
-        return _link(self.prev_hash, self.body())
+        return link_hash(self.prev_hash, self.body())
 
 
 class Effect(BaseModel):
@@ -622,6 +489,15 @@ class Handover(BaseModel):
     closed_at: float | None = None
 
 
+def snapshot_json(run: RunState) -> str:
+    """A run row's snapshot as stored: the run's JSON (pydantic's, in field order)
+    without the version, which is the store's. (Stores before this one wrote canonical
+    JSON; the audit hashes the stored text, so either form verifies.)"""
+    # A run that is no fork stores no ``forked_from``: its snapshot reads as before forks.
+    return run.model_dump_json(exclude={"version"} if run.forked_from is not None
+                               else {"version", "forked_from"})
+
+
 @dataclass
 class StepCommit:
     """Everything one step writes, applied in one transaction."""
@@ -682,214 +558,6 @@ class StepCommit:
                                    else canonical(self.view.model_dump(mode="json")))
         body: str | None = self._texts["view"]
         return body
-
-
-# -- what the log covers ----------------------------------------------------------------
-#
-# The last event of every commit carries ``detail["rows"]``: the hashes of the other rows
-# the commit wrote (the run snapshot, its messages, the view, finished effects, a new
-# approval, a decision). The log is hash-chained, so a later change to any of those rows
-# no longer matches its hash, and the audit says which.
-
-def snapshot_json(run: RunState) -> str:
-    """A run row's snapshot as stored: the run's JSON (pydantic's, in field order)
-    without the version, which is the store's. (Stores before this one wrote canonical
-    JSON; the audit hashes the stored text, so either form verifies.)"""
-    # A run that is no fork stores no ``forked_from``: its snapshot reads as before forks.
-    return run.model_dump_json(exclude={"version"} if run.forked_from is not None
-                               else {"version", "forked_from"})
-
-
-def unreadable(value: Any) -> str | None:
-    """Why ``value``, written into a run's snapshot, would not read back (an integer of
-    more digits than a JSON reader takes, a value that contains itself); ``None`` when
-    it reads back."""
-    try:
-        json.loads(_ANY.dump_json(value))
-    except (ValueError, TypeError, RecursionError) as exc:
-        return describe(exc)
-    return None
-
-
-def snapshot_hash(run: RunState) -> str:
-    """The hash of a run row's snapshot as stored (the version is the store's)."""
-    return text_hash(snapshot_json(run))
-
-
-def effect_hash(result: Any, error: str | None) -> str:
-    return fingerprint({"status": "DONE", "result": result, "error": error})
-
-
-def approval_hash(approval: Approval) -> str:
-    """The hash of an approval row as requested (its decision fields not yet set)."""
-    request = approval.model_dump(mode="json", exclude={"decision", "reviewer", "note",
-                                                        "decided_at", "approved_args"})
-    return fingerprint(request)
-
-
-def decision_hash(approval_id: str, decision: str | None, reviewer: str | None,
-                  note: str | None, at: float | None,
-                  args: dict[str, Any] | None = None) -> str:
-    return fingerprint({"approval_id": approval_id, "decision": decision,
-                        "reviewer": reviewer, "note": note, "time": at, "args": args})
-
-
-def covered_rows(c: StepCommit, first_message: int) -> dict[str, Any]:
-    """The hashes of what ``c`` writes besides its events (see above), over the very
-    text the store writes."""
-    rows: dict[str, Any] = {"snapshot": text_hash(c.snapshot)}
-    if c.messages:
-        # The canonical JSON of the list is its rows' texts joined: fingerprint(messages).
-        rows["messages"] = [first_message, first_message + len(c.messages),
-                            text_hash("[" + ",".join(c.message_bodies) + "]")]
-    if c.view is not None:
-        rows["view"] = [c.view.step, text_hash(c.view_body or "")]
-    if c.effects_done:
-        rows["effects"] = {k: effect_hash(r, e) for k, (r, e) in c.effects_done.items()}
-    if c.new_approval is not None:
-        rows["approval"] = [c.new_approval.approval_id, approval_hash(c.new_approval)]
-    if c.handover is not None:
-        rows["handover"] = [c.handover.handover_id,
-                            fingerprint(c.handover.model_dump(mode="json"))]
-    if c.decision is not None:
-        d = c.decision
-        rows["decision"] = [d.approval_id,
-                            decision_hash(d.approval_id, d.decision, d.reviewer, d.note, d.time,
-                                          d.args)]
-    return rows
-
-
-def _link(prev_hash: str, body: dict[str, Any]) -> str:
-    return text_hash(prev_hash + canonical(body))
-
-
-class ChainedEvent(NamedTuple):
-    """An event placed in a run's chain: its position, its links, its detail as stored."""
-
-    event: Event
-    seq: int
-    prev_hash: str
-    hash: str
-    #: ``canonical(event.detail)``: the text a SQL store writes.
-    detail_json: str
-
-    def row(self, columns: tuple[str, ...]) -> tuple[Any, ...]:
-        """The values of ``columns`` (the detail as its JSON text)."""
-        values = dict(self.event.__dict__)
-        values.update(seq=self.seq, prev_hash=self.prev_hash, hash=self.hash,
-                      detail=self.detail_json)
-        return tuple(map(values.__getitem__, columns))
-
-    def body(self) -> dict[str, Any]:
-        """The row as a JSON-ready dict, hash included."""
-        return {**self.event.model_dump(mode="json"), "seq": self.seq,
-                "prev_hash": self.prev_hash, "hash": self.hash}
-
-
-_DETAIL = TypeAdapter(dict[str, Any])
-_TEXT = json.encoder.encode_basestring  # as canonical() writes a string
-
-
-def _text(value: str | None) -> str:
-    return "null" if value is None else _TEXT(value)
-
-
-def _body_json(ev: Event, seq: int, prev_hash: str, detail_json: str) -> str:
-    """``canonical(body)`` of ``ev`` at ``seq`` after ``prev_hash``, from the detail's text,
-    written out key by key in sorted order: every field but the detail is a string, an
-    int, a finite float or null, which ``canonical`` writes as ``encode_basestring``,
-    ``repr`` and ``null``. (:meth:`Event.compute_hash` is the plain definition; the tests
-    hold the two equal.)"""
-    if not (type(ev.time) is float and math.isfinite(ev.time)  # noqa: E721
-            and type(ev.step) is type(ev.cost_micros) is type(ev.tokens) is int):
-        # Set after validation, or not finite: as JSON mode has it.
-        return canonical({**ev.model_dump(mode="json", exclude={"hash"}), "seq": seq,
-                          "prev_hash": prev_hash})
-    return (f'{{"cost_micros":{int.__repr__(ev.cost_micros)},"detail":{detail_json},'
-            f'"event":{_text(ev.event)},"kind":{_TEXT(ev.kind)},'
-            f'"prev_hash":{_TEXT(prev_hash)},"reason":{_text(ev.reason)},'
-            f'"reviewer":{_text(ev.reviewer)},"run_id":{_TEXT(ev.run_id)},'
-            f'"seq":{int.__repr__(seq)},"state_after":{_text(ev.state_after)},'
-            f'"state_before":{_text(ev.state_before)},"step":{int.__repr__(ev.step)},'
-            f'"time":{float.__repr__(ev.time)},"tokens":{int.__repr__(ev.tokens)},'
-            f'"tool":{_text(ev.tool)}}}')
-
-
-def chained(events: list[Event], prev_hash: str, next_seq: int) -> list[ChainedEvent]:
-    """``events`` continuing a run's chain from ``prev_hash`` at ``next_seq``, each hashed
-    over exactly what a store keeps."""
-    out = []
-    for seq, ev in enumerate(events, start=next_seq):
-        # The detail as JSON mode dumps it (str keys, null for NaN), as the audit reads it.
-        detail = canonical(_DETAIL.dump_python(ev.detail, mode="json"))
-        link = text_hash(prev_hash + _body_json(ev, seq, prev_hash, detail))
-        out.append(ChainedEvent(ev, seq, prev_hash, link, detail))
-        prev_hash = link
-    return out
-
-
-def chain(events: list[Event], prev_hash: str, next_seq: int) -> list[dict[str, Any]]:
-    """The rows of ``events`` continuing a run's chain: JSON-ready dicts with ``seq``,
-    ``prev_hash`` and ``hash`` set, hashed over exactly what a store keeps."""
-    return [c.body() for c in chained(events, prev_hash, next_seq)]
-
-
-def start_detail(events: list[Event]) -> dict[str, Any]:
-    """What a run's start event records (the workflow's name, the policy, a model's base
-    URL and timeout); empty when its log does not begin with one."""
-    return events[0].detail if events and events[0].kind == "start" else {}
-
-
-def policy_record(events: list[Event]) -> dict[str, Any]:
-    """The policy a run is driven with: the detail of its last ``policy_set`` event, else
-    what its start event records (``policy``, and for a model ``base_url``, ``timeout``
-    and ``settings``)."""
-    for e in reversed(events):
-        if e.kind == "policy_set":
-            return e.detail
-    return start_detail(events)
-
-
-def same_policy(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True when two policy records (see :func:`policy_record`) name the same policy
-    with the same base URL, timeout and settings."""
-    keys = ("policy", "base_url", "timeout", "settings")
-    return all(a.get(k) == b.get(k) for k in keys)
-
-
-def one_line(text: str, limit: int = 300) -> str:
-    """``text`` as one line of at most ``limit`` characters (a run's reason, a listing
-    row): whitespace runs become one space, the rest is cut with "…"."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
-
-
-def started_as(events: list[Event], workflow: str) -> str:
-    """How a run's workflow was named when it started (``fsm run`` records the registered
-    name or ``module:attr`` in the start event), else the workflow's own name."""
-    ref = start_detail(events).get("workflow_ref")
-    return str(ref) if ref else workflow
-
-
-def state_path(events: list[Event]) -> list[str]:
-    """The workflow states a run went through, from its log (the initial state first)."""
-    path = [events[0].state_after or ""] if events else []
-    path += [e.state_after or "" for e in events if e.kind == "transition"]
-    return path
-
-
-def verify_chain(events: list[Event]) -> str | None:
-    """The first problem in a run's hash chain, or ``None`` when it is intact."""
-    prev = GENESIS
-    for i, ev in enumerate(events):
-        if ev.seq != i:
-            return f"event seq {i} is missing (found seq {ev.seq}: rows deleted or reordered)"
-        if ev.prev_hash != prev:
-            return f"event seq {ev.seq}: prev_hash does not match the previous row"
-        if ev.compute_hash() != ev.hash:
-            return f"event seq {ev.seq}: hash does not match its contents (row altered)"
-        prev = ev.hash
-    return None
 
 
 # -- definitions ------------------------------------------------------------------------
