@@ -1,7 +1,7 @@
 """Benchmark: the cost of firing one event through the compiled workflow machine.
 
 Fires ``verified`` (its guard reads one fact) from ``verifying`` of the
-refund workflow N times through :func:`fsm.machine.machine_for`, and, for
+refund workflow N times through :func:`fsm.definition.machine.machine_for`, and, for
 comparison, the same trigger on a ``transitions`` machine that adds and removes a
 model around every fire (how fsm fired events before the permanent model).
 
@@ -15,7 +15,7 @@ import time
 
 from transitions import Machine
 
-from fsm.machine import machine_for
+from fsm.definition.machine import machine_for
 from workflows.refund import Shop, build
 
 

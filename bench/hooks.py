@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from steps import RUN, Policy, loop_spec  # noqa: E402
 
 from fsm import Budgets, Engine, Hooks, SQLiteStore  # noqa: E402
-from fsm.hooks import POINTS  # noqa: E402
+from fsm.observability.hooks import POINTS  # noqa: E402
 
 
 class Every(Hooks):
@@ -41,7 +41,7 @@ for _point in POINTS:
 
 
 def _metrics() -> list[Hooks]:
-    from fsm.metrics import RunMetrics
+    from fsm.observability.metrics import RunMetrics
 
     return [RunMetrics()]
 
@@ -50,7 +50,7 @@ def _tracing() -> list[Hooks]:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-    from fsm.otel import Tracing
+    from fsm.observability.otel import Tracing
 
     class Dropped(SpanExporter):
         def export(self, spans: Sequence[Any]) -> SpanExportResult:

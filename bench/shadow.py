@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from fsm.registry import load_workflow, registered  # noqa: E402
+from fsm.definition.registry import load_workflow, registered  # noqa: E402
 from fsm.sandbox.shadow_report import shadow_files  # noqa: E402
 from fsm.sandbox.shadow_rules import rules_for  # noqa: E402
 

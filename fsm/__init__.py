@@ -8,6 +8,10 @@ from typing import Any as _Any
 
 if _TYPE_CHECKING:
     from fsm.agent import Agent, Tool
+    from fsm.definition.money import Currency
+    from fsm.definition.presentation import Presentation
+    from fsm.definition.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
+    from fsm.definition.tools import NoArgs, ToolContext, ToolSpec
     from fsm.errors import (
         AccountError,
         AmountError,
@@ -57,12 +61,10 @@ if _TYPE_CHECKING:
         WorkflowDefinitionError,
         WorkflowNotFound,
     )
-    from fsm.hooks import Hooks
     from fsm.migration import Migration, Plan, migrate, plan_migration
     from fsm.migration.history import HistoryReport, check_history
-    from fsm.money import Currency
+    from fsm.observability.hooks import Hooks
     from fsm.policy import Action, Policy, PolicyRefused, PolicyUnavailable, Usage, View
-    from fsm.presentation import Presentation
     from fsm.records import (
         Approval,
         Budgets,
@@ -85,12 +87,10 @@ if _TYPE_CHECKING:
     from fsm.sandbox import evaluate, load_suite, replay
     from fsm.settings import Settings
     from fsm.sources import IDEMPOTENCY_META_KEY, ToolServer
-    from fsm.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
     from fsm.store import open_store
     from fsm.store.base import Store
     from fsm.store.memory import MemoryStore
     from fsm.store.sqlite import SQLiteStore
-    from fsm.tools import NoArgs, ToolContext, ToolSpec
 
 # Where each name lives: the same as the imports above.
 _MODULES = {
@@ -112,13 +112,13 @@ _MODULES = {
         "ForkRefused", "SuiteError",
         "SettingsError", "SigningKeyError", "UnreadableFile",
     ),
-    "fsm.hooks": ("Hooks",),
+    "fsm.observability.hooks": ("Hooks",),
     "fsm.sources": ("IDEMPOTENCY_META_KEY", "ToolServer"),
-    "fsm.money": ("Currency",),
+    "fsm.definition.money": ("Currency",),
     "fsm.migration": ("Migration", "Plan", "migrate", "plan_migration"),
     "fsm.migration.history": ("HistoryReport", "check_history"),
     "fsm.policy": ("Action", "Policy", "PolicyRefused", "PolicyUnavailable", "Usage", "View"),
-    "fsm.presentation": ("Presentation",),
+    "fsm.definition.presentation": ("Presentation",),
     "fsm.records": (
         "Approval", "Budgets", "DefinitionRecord", "Effect", "Event", "Pending", "RunState",
         "Used", "ViewRecord",
@@ -133,12 +133,12 @@ _MODULES = {
     "fsm.runtime.view": ("view_at",),
     "fsm.sandbox": ("evaluate", "load_suite", "replay"),
     "fsm.settings": ("Settings",),
-    "fsm.spec": ("ADVANCE", "Guard", "WorkflowSpec", "define_workflow", "guard"),
+    "fsm.definition.spec": ("ADVANCE", "Guard", "WorkflowSpec", "define_workflow", "guard"),
     "fsm.store": ("open_store",),
     "fsm.store.base": ("Store",),
     "fsm.store.memory": ("MemoryStore",),
     "fsm.store.sqlite": ("SQLiteStore",),
-    "fsm.tools": ("NoArgs", "ToolContext", "ToolSpec"),
+    "fsm.definition.tools": ("NoArgs", "ToolContext", "ToolSpec"),
 }
 _LAZY = {name: module for module, names in _MODULES.items() for name in names}
 

@@ -16,13 +16,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from fsm.definition.spec import define_workflow
+from fsm.definition.tools import ToolContext, ToolSpec
 from fsm.errors import InvalidRunState, NothingPending
 from fsm.policy import Action, View
 from fsm.records import Approval, Budgets, CallAwaitingApproval, RunState, StepCommit
 from fsm.runtime.engine import Engine, usable
-from fsm.spec import define_workflow
 from fsm.store.memory import MemoryStore
-from fsm.tools import ToolContext, ToolSpec
 
 _STATE = "working"
 

@@ -363,7 +363,7 @@ class StopDriving(RunError):
     The step's commit has landed; the engine gives the run's lease back and the
     exception reaches whoever drove the run (a worker that is stopping raises it). It
     is the one exception a hook may raise on purpose: any other is logged and the run
-    goes on (see :mod:`fsm.hooks`).
+    goes on (see :mod:`fsm.observability.hooks`).
     """
 
 

@@ -7,8 +7,8 @@ a paused machine would, holding whatever it holds; SIGCONT lets it go on. Severa
 points are separated by commas; ``*`` for the step matches every step.
 
 The entry point (the ``fsm`` command) reads the variable once and scopes the injector
-around the command: ``with fsm.hooks.scope(from_environ(os.environ)): ...``. The
-injector is an engine hook (:class:`~fsm.hooks.Hooks`) for the points of a step;
+around the command: ``with fsm.observability.hooks.scope(from_environ(os.environ)): ...``. The
+injector is an engine hook (:class:`~fsm.observability.hooks.Hooks`) for the points of a step;
 :func:`fault` names the points outside the engine (a lock a store or a workflow waits
 on), for the injector in scope::
 
@@ -26,7 +26,7 @@ import signal
 from collections.abc import Mapping
 
 from fsm.errors import UsageError
-from fsm.hooks import (
+from fsm.observability.hooks import (
     CommitInfo,
     Hooks,
     PolicyCallInfo,
@@ -91,7 +91,7 @@ def from_environ(environ: Mapping[str, str]) -> FaultInjector | None:
 
 def fault(point: str, step: int) -> None:
     """A fault point outside the engine (a lock a store or a workflow holds): kill this
-    process if the injector in scope (:func:`fsm.hooks.scope`) names ``point`` at
+    process if the injector in scope (:func:`fsm.observability.hooks.scope`) names ``point`` at
     ``step``."""
     for hook in in_scope():
         if isinstance(hook, FaultInjector):

@@ -25,8 +25,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from fsm.definition.tools import ToolContext, ToolSpec
 from fsm.errors import Unavailable
-from fsm.tools import ToolContext, ToolSpec
 
 #: The key of a write's idempotency key (``"{run_id}:{step}"``) in a call's ``_meta``:
 #: a server that can use it deduplicates a write that fsm sends again after a crash.
@@ -111,7 +111,7 @@ class ToolServer:
     #: argument → ``fn(ctx) -> value``: arguments fsm fills in every call (e.g. a
     #: per-run ``state_key``). They are left out of the schema the model sees.
     supplied: Mapping[str, Callable[[ToolContext], Any]] = field(default_factory=dict)
-    #: tool → more :class:`~fsm.tools.ToolSpec` fields (``emits``, ``emits_events``,
+    #: tool → more :class:`~fsm.definition.tools.ToolSpec` fields (``emits``, ``emits_events``,
     #: ``approval``, ``check``, ``remember``, ``tags``, ``confirmed_by``, ...).
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: ``fn(value) -> value``: what a call returns to the run, from what the server
@@ -211,7 +211,7 @@ def remote_value(result: RemoteResult, answer: Callable[[Any], Any] | None = Non
 
 
 def remote_tool_spec(server: ToolServer, tool: RemoteTool, registered: str) -> ToolSpec:
-    """The :class:`~fsm.tools.ToolSpec` of one of a server's tools, registered as
+    """The :class:`~fsm.definition.tools.ToolSpec` of one of a server's tools, registered as
     ``registered`` (its bare name, or ``server.tool`` where the bare name is taken)."""
     supplied = tuple(sorted(server.supplied))
     source, remote = server.source, tool.name

@@ -22,12 +22,12 @@ import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
+from fsm.definition.spec import ADVANCE, WorkflowSpec
+from fsm.definition.tools import ToolContext, ToolSpec
 from fsm.errors import ScriptExhausted
 from fsm.policy import Action, View
 from fsm.records import state_path as records_state_path
-from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.base import Store
-from fsm.tools import ToolContext, ToolSpec
 
 __all__ = [
     "JUNK_OUTPUTS",

@@ -37,6 +37,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsm.definition.registry import load_workflow
+from fsm.definition.spec import WorkflowSpec
+from fsm.definition.tools import Resources
 from fsm.errors import (
     FSMError,
     LeaseLost,
@@ -44,8 +47,8 @@ from fsm.errors import (
     Unavailable,
     WorkflowNotFound,
 )
-from fsm.hooks import CommitInfo, Hooks, adopt, in_scope
-from fsm.metrics import RunMetrics, registry_for, serve
+from fsm.observability.hooks import CommitInfo, Hooks, adopt, in_scope
+from fsm.observability.metrics import RunMetrics, registry_for, serve
 from fsm.records import (
     FINAL_STATUSES,
     Event,
@@ -54,17 +57,14 @@ from fsm.records import (
     policy_record,
     started_as,
 )
-from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.config import EngineConfig
 from fsm.runtime.engine import Engine
 from fsm.runtime.leases import Heartbeats
 from fsm.runtime.retry import Retry
 from fsm.settings import Settings
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import lease_expired, new_owner
-from fsm.tools import Resources
 
 Clock = Callable[[], float]
 
@@ -137,7 +137,7 @@ class Worker:
                  hooks: Iterable[Hooks] | None = None) -> None:
         self.store = store
         #: The hooks every engine of this worker gets (default: those in scope where the
-        #: worker is made, see :func:`fsm.hooks.scope`), whatever thread makes it.
+        #: worker is made, see :func:`fsm.observability.hooks.scope`), whatever thread makes it.
         self.hooks = tuple(in_scope() if hooks is None else hooks)
         self.config = config or WorkerConfig()
         self.clock = clock

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from fsm.errors import FSMError
-from fsm.hooks import adopt
+from fsm.observability.hooks import adopt
 from fsm.records import RunState
 from fsm.runtime.driving import Done, answered_async
 from fsm.store.base import Claimed

@@ -44,9 +44,9 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TextIO, TypeVar, cast
 from urllib.parse import urlsplit
 
+from fsm.definition.tools import ToolContext
 from fsm.errors import Unavailable, UsageError
 from fsm.sources import RemoteResult, RemoteTool, ToolServer
-from fsm.tools import ToolContext
 
 __all__ = ["McpServer", "http_server", "stdio_server"]
 

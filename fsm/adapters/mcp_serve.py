@@ -25,14 +25,14 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from fsm.definition.spec import WorkflowSpec
+from fsm.definition.tools import ADVANCE
 from fsm.errors import FSMError
 from fsm.policy import Action, PolicyUnavailable, View
 from fsm.records import RunState
 from fsm.runtime.customer import summary, waiting_request
 from fsm.runtime.engine import Engine
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
-from fsm.tools import ADVANCE
 
 #: The tools of the run's lifecycle, beside the state's own.
 START, CONTINUE, REPLY = "start", "continue", "reply"

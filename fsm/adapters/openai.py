@@ -61,12 +61,12 @@ from fsm.adapters import servers, translate
 from fsm.adapters.failures import Failure, classify
 from fsm.adapters.sending import Attempts, Learnt
 from fsm.adapters.summariser import ModelSummariser
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import ModelConfigError
 from fsm.policy import Action, PolicyRefused, PolicyUnavailable, Usage, View
 from fsm.pricing import PriceTable
 from fsm.records import Event
 from fsm.settings import Settings
-from fsm.spec import WorkflowSpec
 
 log = logging.getLogger("fsm.adapters.openai")
 

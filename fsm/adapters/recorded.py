@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+from fsm.definition.registry import default_policy, load_policy
+from fsm.definition.spec import WorkflowSpec
 from fsm.policy import View
 from fsm.records import Event
-from fsm.registry import default_policy, load_policy
 from fsm.settings import Settings
-from fsm.spec import WorkflowSpec
 
 
 class Recorded(NamedTuple):

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fsm.definition.versions import Shape
 from fsm.records import Event, RunState
 from fsm.store.roles import Definitions
-from fsm.versions import Shape
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The diagram model: a workflow definition as plain nodes, edges and annotations.
 
 One pipeline serves every format: :func:`extract` turns a
-:class:`~fsm.spec.WorkflowSpec` (and optionally one run's event log, see
+:class:`~fsm.definition.spec.WorkflowSpec` (and optionally one run's event log, see
 :func:`overlay`) into a :class:`Diagram`; the renderers in
 :mod:`fsm.auditor.render` turn that into DOT, SVG, Mermaid or Markdown, and the
 verifier in :mod:`fsm.auditor.verify` explores the very same edges. Nothing here does I/O.
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import DiagramError
 from fsm.records import Event
-from fsm.spec import WorkflowSpec
 
 #: The tool tag that marks a tool which moves money.
 MONEY_TAG = "moves_money"

@@ -16,10 +16,10 @@ from fsm.auditor.bundle import FORMAT, MANIFEST, canonical, sha256, signed_part
 from fsm.auditor.diagram import extract, overlay
 from fsm.auditor.render import DOT_TIMEOUT, GraphvizMissing, render, to_dot
 from fsm.auditor.verify import verify
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import BundleError, RunNotFound
 from fsm.records import utc
 from fsm.signing import Keys
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 
 #: ``run -> the workflow it ran on`` (``None``: it cannot be loaded here).

@@ -20,8 +20,8 @@ from functools import lru_cache
 from typing import Any
 
 from fsm.auditor.invariants import ToolOnlyAfter
-from fsm.guards import Guard
-from fsm.spec import WorkflowSpec
+from fsm.definition.guards import Guard
+from fsm.definition.spec import WorkflowSpec
 
 #: How deep the facts are followed into the functions a guard calls with them.
 DEPTH = 3

@@ -26,9 +26,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fsm.definition.spec import ADVANCE, WorkflowSpec
 from fsm.errors import validation_summary
 from fsm.records import Event, describe
-from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.base import Store
 
 

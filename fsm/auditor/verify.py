@@ -46,9 +46,9 @@ from fsm.auditor.invariants import (
     ToolOnlyWith,
     Verdict,
 )
-from fsm.checks import invariant_problems
+from fsm.definition.checks import invariant_problems
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import InvariantError
-from fsm.spec import WorkflowSpec
 
 __all__ = [
     "ASSUMPTIONS",

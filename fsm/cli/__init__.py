@@ -23,7 +23,7 @@ import fsm.cli.sandbox  # noqa: F401 - fsm fork, fsm replay, fsm eval
 import fsm.cli.shadow  # noqa: F401 - fsm shadow
 import fsm.cli.talk  # noqa: F401 - fsm reply
 import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
-from fsm import faults, hooks, telemetry
+from fsm import faults
 from fsm.cli import auditor, exits, fleet, inspect, ops  # noqa: F401 - they register their commands
 from fsm.cli.app import app, err_console, forget_settings
 from fsm.cli.context import UsageError
@@ -37,6 +37,7 @@ from fsm.errors import (
     WorkflowDefinitionError,
     WorkflowNotFound,
 )
+from fsm.observability import hooks, telemetry
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_errors

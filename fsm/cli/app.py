@@ -73,7 +73,8 @@ def forget_settings() -> None:
 DB_HELP = ("database: a SQLite file or sqlite:///path, or postgresql://user@host/dbname "
            "(default: $FSM_DB, else ./fsm.db)")
 JSON_HELP = "print JSON instead of a table"
-#: How a workflow is named on the command line (where modules are looked up: fsm.registry).
+#: How a workflow is named on the command line (where modules are looked up:
+#: fsm.definition.registry).
 WORKFLOW_HELP = ("a registered workflow name, or module:attr naming a WorkflowSpec or a "
                  "function of no arguments returning one; the module is looked up in the "
                  "current directory, then PYTHONPATH, then the installed packages")
@@ -127,7 +128,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 @app.command("workflows")
 def workflows_cmd(as_json: bool = typer.Option(False, "--json", help=JSON_HELP)) -> None:
     """List the registered workflows."""
-    from fsm.registry import registered
+    from fsm.definition.registry import registered
 
     names = registered()
     if as_json:

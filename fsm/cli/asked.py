@@ -10,8 +10,8 @@ from .context import fmt_time
 
 if TYPE_CHECKING:
     from fsm.customer import AwaitingCustomer
+    from fsm.definition.spec import WorkflowSpec
     from fsm.records import RunState
-    from fsm.spec import WorkflowSpec
 
 
 def customer_lines(spec: WorkflowSpec | None, run: RunState) -> list[str]:

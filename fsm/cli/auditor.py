@@ -16,7 +16,7 @@ from .context import reader_for
 # The auditor (and Graphviz) is imported by the commands, so that ``fsm --help`` stays fast.
 if TYPE_CHECKING:
     from fsm.auditor.diagram import Overlay
-    from fsm.spec import WorkflowSpec
+    from fsm.definition.spec import WorkflowSpec
 
 # fsm.auditor.render.FORMATS, spelled here so that the help needs no import of the renderer
 # (tests/test_bench_smoke.py checks that the two agree).
@@ -98,8 +98,8 @@ def diagram_cmd(
     """
     from fsm.auditor.diagram import extract
     from fsm.auditor.render import format_for, render
+    from fsm.definition.registry import load_workflow
     from fsm.errors import DiagramError
-    from fsm.registry import load_workflow
 
     spec = load_workflow(workflow)
     drawn_on = _version(spec, version)
@@ -135,7 +135,7 @@ def verify_cmd(
     (unless --allow-empty): a report that proves nothing must not pass a CI job.
     """
     from fsm.auditor.verify import verify
-    from fsm.registry import load_workflow
+    from fsm.definition.registry import load_workflow
 
     spec = _version(load_workflow(workflow), version)
     if not spec.invariants and not allow_empty:

@@ -14,9 +14,9 @@ from .retrying import retry_of
 
 # The runtime is imported by the commands that use it, so that ``fsm --help`` stays fast.
 if TYPE_CHECKING:
+    from fsm.definition.spec import WorkflowSpec
     from fsm.records import Event, RunState
     from fsm.runtime.engine import Engine
-    from fsm.spec import WorkflowSpec
     from fsm.store import Store
 
 
@@ -82,7 +82,7 @@ def workflow_ref(store: Store, run: RunState, events: list[Event] | None = None)
 
 def spec_for_run(store: Store, run: RunState, events: list[Event] | None = None) -> WorkflowSpec:
     """The run's workflow as its code defines it now (with the versions it keeps)."""
-    from fsm.registry import load_workflow
+    from fsm.definition.registry import load_workflow
 
     return load_workflow(workflow_ref(store, run, events))
 
@@ -142,7 +142,7 @@ def make_policy(spec_ref: str, spec: WorkflowSpec, policy: str | None, model: st
     ``settings`` are recorded model settings that ``flags`` override; ``events`` (a run's
     log) tell the model's policy what was learnt about its server.
     """
-    from fsm.registry import default_policy, load_policy
+    from fsm.definition.registry import default_policy, load_policy
 
     flags = flags or ModelFlags(timeout=timeout)
     refuse_empty(policy=policy, model=model, base_url=base_url)
@@ -195,8 +195,8 @@ def engine_for_run(store: Store, run_id: str, *, policy: str | None = None,
     with.
     """
     from fsm.adapters.recorded import recorded_choice
+    from fsm.definition.registry import load_workflow
     from fsm.records import policy_record
-    from fsm.registry import load_workflow
     from fsm.runtime.compaction import Compactor
     from fsm.runtime.engine import Engine
 

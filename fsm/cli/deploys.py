@@ -12,7 +12,7 @@ from .app import DB_HELP, JSON_HELP, app, console, print_json, print_table, sett
 from .context import fmt_time, reader_for
 
 if TYPE_CHECKING:
-    from fsm.spec import WorkflowSpec
+    from fsm.definition.spec import WorkflowSpec
     from fsm.store import Store
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
@@ -80,9 +80,9 @@ def _in_code(store: Store, row: dict[str, Any], codes: dict[str, WorkflowSpec | 
              sample: str | None) -> str:
     """``current``, ``kept`` (an earlier version the code keeps), ``no``, or ``?`` when the
     workflow does not import here."""
+    from fsm.definition.registry import load_workflow, registered
     from fsm.errors import FSMError
     from fsm.records import started_as
-    from fsm.registry import load_workflow, registered
 
     name = row["workflow"]
     if name not in codes:
@@ -186,7 +186,7 @@ def migrate_cmd(
 
 
 def _workflow(store: Store, workflow: str | None, runs: list[str]) -> WorkflowSpec:
-    from fsm.registry import load_workflow
+    from fsm.definition.registry import load_workflow
 
     from .context import spec_for_run
 
@@ -224,10 +224,10 @@ def check_history_cmd(
     nothing: report the runs whose recorded path its tables would refuse, waiting states
     it no longer has, pending calls whose tool or schema it changed, and runs a migration
     with --map would strand. Exits 1 when any run would break."""
+    from fsm.definition.registry import load_workflow
     from fsm.errors import UsageError
     from fsm.migration import parse_map
     from fsm.migration.history import check_history
-    from fsm.registry import load_workflow
 
     ids = [r.strip() for item in runs or [] for r in item.split(",") if r.strip()]
     if ids and sample is not None:

@@ -15,8 +15,8 @@ from .app import DB_HELP, JSON_HELP, app, console, print_json, settings
 from .context import clock, reader_for, store_for, workflow_ref
 
 if TYPE_CHECKING:
+    from fsm.definition.spec import WorkflowSpec
     from fsm.records import RunState
-    from fsm.spec import WorkflowSpec
     from fsm.store import Store
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
@@ -34,8 +34,8 @@ def _who(by: str | None, what: str) -> str:
 
 
 def _spec_of(store: Store) -> Any:
+    from fsm.definition.registry import load_workflow
     from fsm.errors import FSMError
-    from fsm.registry import load_workflow
 
     cache: dict[str, WorkflowSpec | None] = {}
 

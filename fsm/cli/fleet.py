@@ -50,8 +50,8 @@ def submit_cmd(
     if run_id is not None and not run_id.strip():
         raise UsageError("--run-id must not be empty")
     check_clock()
+    from fsm.definition.registry import load_workflow
     from fsm.records import Budgets
-    from fsm.registry import load_workflow
     from fsm.runtime.engine import Engine
 
     spec = load_workflow(workflow)

@@ -10,8 +10,8 @@ from .context import fmt_time
 
 # Annotations only: ``fsm --help`` must not import the records and the spec.
 if TYPE_CHECKING:
+    from fsm.definition.spec import WorkflowSpec
     from fsm.records import Event
-    from fsm.spec import WorkflowSpec
 
 #: Characters of a tool's arguments or result shown in a row.
 SHORT = 60

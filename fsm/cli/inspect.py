@@ -134,7 +134,7 @@ def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
 
 def _approval_row(store: Any, a: Any) -> dict[str, Any] | str:
     """What ``fsm approvals`` lists of approval ``a``, or why it is not listed."""
-    from fsm.presentation import waits_for
+    from fsm.definition.presentation import waits_for
     from fsm.runtime.review import waiting_on
 
     run = store.load_run(a.run_id)

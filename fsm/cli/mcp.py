@@ -28,7 +28,7 @@ def serve_cmd(
 
     from fsm.adapters.mcp_serve import serve_http, serve_stdio
     from fsm.cli.context import store_for
-    from fsm.registry import load_workflow
+    from fsm.definition.registry import load_workflow
 
     spec = load_workflow(workflow)
     with store_for(db) as store:

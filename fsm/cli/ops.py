@@ -42,7 +42,7 @@ from .retrying import retry_of, retrying
 
 # The runtime is imported by the commands that use it, so that ``fsm --help`` stays fast.
 if TYPE_CHECKING:
-    from fsm.presentation import Presentation
+    from fsm.definition.presentation import Presentation
     from fsm.records import RunState
     from fsm.store import Store
 
@@ -73,7 +73,7 @@ def report(store: Store, run: RunState, as_json: bool, extra: dict[str, Any] | N
            lines: list[str] | None = None) -> None:
     """Print the run id, the state path and the final status (``extra``: more JSON fields;
     ``lines``: more lines of text, printed first)."""
-    from fsm.presentation import waits_for
+    from fsm.definition.presentation import waits_for
 
     events = store.events(run.run_id)
     path = path_of(store, run.run_id, events)
@@ -141,8 +141,8 @@ def run_cmd(
     if run_id is not None and not run_id.strip():
         raise UsageError("--run-id must not be empty")
     check_clock()
+    from fsm.definition.registry import load_workflow
     from fsm.records import Budgets, new_id
-    from fsm.registry import load_workflow
     from fsm.runtime.compaction import Compactor
     from fsm.runtime.engine import Engine
 

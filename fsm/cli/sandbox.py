@@ -18,10 +18,10 @@ from .context import ModelFlags, clock, make_policy, reader_for, store_for, work
 from .ops import CapOpt, NoForceOpt, ServerOpt, TimeoutOpt
 
 if TYPE_CHECKING:
+    from fsm.definition.spec import WorkflowSpec
     from fsm.sandbox.evaluate import EvalReport
     from fsm.sandbox.replay import ReplayReport
     from fsm.sandbox.suite import Suite
-    from fsm.spec import WorkflowSpec
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
@@ -32,7 +32,7 @@ SUITES = {"retail-tau2": "workflows.retail.evals:tau2_suite"}
 def _workflow(ref: str) -> WorkflowSpec:
     # A workflow that cannot be loaded is refused in one line at the command line's edge
     # (WorkflowNotFound: usage, nothing done).
-    from fsm.registry import load_workflow
+    from fsm.definition.registry import load_workflow
 
     return load_workflow(ref)
 
@@ -102,9 +102,9 @@ def replay_cmd(
     recorded reads get their recorded results, writes never run. Compares the two runs
     step by step."""
     from fsm.adapters.recorded import recorded_choice
+    from fsm.definition.tools import Resources
     from fsm.records import policy_record
     from fsm.sandbox.replay import replay
-    from fsm.tools import Resources
 
     flags = ModelFlags(timeout=timeout, max_output_tokens=max_output_tokens,
                        no_force=no_force, server=server)
@@ -198,7 +198,7 @@ def _since(text: str | None) -> float | None:
 def _suite(ref: str) -> Suite:
     import os
 
-    from fsm.registry import load_object
+    from fsm.definition.registry import load_object
     from fsm.sandbox.suite import Suite, load_suite
 
     if os.path.exists(ref) or ref.endswith((".yaml", ".yml")):
@@ -252,7 +252,7 @@ def eval_cmd(
 ) -> None:
     """Run each case of a suite k times, each on fresh resources in memory, and report
     pass^k (as tau2-bench defines it), refused attempts, steps, tokens and cost."""
-    from fsm.registry import default_policy
+    from fsm.definition.registry import default_policy
     from fsm.sandbox.evaluate import evaluate, policy_maker, resolve_checks
     from fsm.sandbox.infer import inferring
 

@@ -12,8 +12,8 @@ from fsm.errors import UsageError
 from .app import WORKFLOW_HELP, app, console, print_table
 
 if TYPE_CHECKING:
+    from fsm.definition.spec import WorkflowSpec
     from fsm.sandbox.shadow_report import ShadowReport
-    from fsm.spec import WorkflowSpec
 
 
 @app.command("shadow")
@@ -39,7 +39,7 @@ def shadow_cmd(
     never run), and each final database is compared with the expected one."""
     import json
 
-    from fsm.registry import load_workflow
+    from fsm.definition.registry import load_workflow
     from fsm.sandbox.shadow_report import shadow_files
     from fsm.sandbox.shadow_rules import rules_for
 

@@ -16,7 +16,7 @@ from .app import app, console, fail, print_table, settings
 from .context import store_for
 
 if TYPE_CHECKING:
-    from fsm.presentation import Presentation
+    from fsm.definition.presentation import Presentation
 
 users = typer.Typer(no_args_is_help=True, help="Manage the accounts of the approval inbox.")
 app.add_typer(users, name="users")
@@ -73,8 +73,8 @@ WORKFLOW_HELP = ("the workflow whose currency --limit is in (default: the one cu
 def _currency_of(workflow: str | None) -> Presentation:
     """The presentation whose currency a release limit is typed in: ``--workflow``'s, else
     the one currency the registered workflows name (whole numbers if none names one)."""
-    from fsm.presentation import PLAIN
-    from fsm.registry import load_workflow, registered
+    from fsm.definition.presentation import PLAIN
+    from fsm.definition.registry import load_workflow, registered
 
     if workflow is not None:
         return _typed_in(load_workflow(workflow).presentation, workflow)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import (
     ConcurrentUpdate,
     LeaseLost,
@@ -39,7 +40,6 @@ from fsm.migration.plan import (
 from fsm.names import name_problem
 from fsm.records import FINAL_STATUSES, Event, RunState
 from fsm.runtime.migrating import move_run
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 
 __all__ = ["WAIT_KINDS", "Migration", "Plan", "RunVerdict", "WaitKind", "migrate",

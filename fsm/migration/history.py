@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fsm.auditor.replay import replay
+from fsm.definition.spec import WorkflowSpec
 from fsm.migration import unfinished_writes
 from fsm.migration.plan import call_problem, check_plan, run_waits_for, state_waits_for
 from fsm.records import FINAL_STATUSES, ApprovedCall, CallAwaitingApproval, RunState
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 from fsm.auditor.diagram import CUSTOMER, MODEL, PERSON
 from fsm.auditor.graph import Move
+from fsm.definition.spec import WorkflowSpec
 from fsm.records import Event
-from fsm.spec import WorkflowSpec
 
 
 def history_moves(target: WorkflowSpec, events: list[Event],

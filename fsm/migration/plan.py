@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from fsm.auditor.verify import verify_from
 from fsm.customer import AwaitingCustomer
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import validation_summary
 from fsm.migration.moves import history_moves
 from fsm.records import (
@@ -38,7 +39,6 @@ from fsm.records import (
     RunState,
 )
 from fsm.runtime.context import RunMove
-from fsm.spec import WorkflowSpec
 
 
 @dataclass(frozen=True)

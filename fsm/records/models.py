@@ -573,7 +573,7 @@ class DefinitionRecord(BaseModel):
     workflow: str
     #: The version label the definition carried when first recorded (may be empty).
     version: str = ""
-    #: The definition as JSON (``fsm.versions.definition_body``).
+    #: The definition as JSON (``fsm.definition.versions.definition_body``).
     body: dict[str, Any] = {}
     recorded_at: float = 0.0
 

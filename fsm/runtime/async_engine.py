@@ -21,14 +21,14 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from fsm.hooks import adopt, in_scope
+from fsm.definition.spec import WorkflowSpec
+from fsm.observability.hooks import adopt, in_scope
 from fsm.records import Budgets, Event, RunState
 from fsm.runtime.conversing import Conversation
 from fsm.runtime.driving import Done, Driving, answered_async, finished_async
 from fsm.runtime.engine import Engine
 from fsm.runtime.observe import Outcome
 from fsm.runtime.swept import Swept
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 
 T = TypeVar("T")

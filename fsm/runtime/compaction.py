@@ -27,10 +27,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsm.definition.spec import WorkflowSpec
 from fsm.policy import NO_USAGE, PolicyUnavailable, Usage
 from fsm.records import Compaction, RunState, canonical, describe, text_json
 from fsm.runtime.view import compacted
-from fsm.spec import WorkflowSpec
 from fsm.transcript import (
     ApprovalNote,
     CustomerReply,

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from fsm.hooks import HookSet
+from fsm.definition.spec import WorkflowSpec
+from fsm.definition.tools import Resources
+from fsm.observability.hooks import HookSet
 from fsm.records import RunState
-from fsm.spec import WorkflowSpec
 from fsm.store.roles import Approvals, Conversations, Effects, RunReads, Runs
-from fsm.tools import Resources
 
 Clock = Callable[[], float]
 

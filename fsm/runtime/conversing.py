@@ -34,9 +34,9 @@ from fsm.runtime.step import Step
 from fsm.runtime.swept import Swept
 
 if TYPE_CHECKING:
+    from fsm.definition.spec import WorkflowSpec
     from fsm.records import Budgets
     from fsm.runtime.context import Clock
-    from fsm.spec import WorkflowSpec
     from fsm.store.base import Store
 
 #: How often a reply is tried again when the run moved on while it was being kept.

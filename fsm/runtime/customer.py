@@ -15,11 +15,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from fsm.customer import AwaitingCustomer, Confirmation, Reply
+from fsm.definition.spec import WorkflowSpec
+from fsm.definition.tools import ToolSpec
 from fsm.errors import validation_summary
 from fsm.reach import reach
 from fsm.records import RunState, call_subject, canonical, describe, fingerprint, shown
-from fsm.spec import WorkflowSpec
-from fsm.tools import ToolSpec
 
 
 def asked_hash(pending: AwaitingCustomer) -> str:

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import HandoverRefused
 from fsm.records import OUTCOMES, Event, Handover, RunState, new_id, storable
 from fsm.runtime.context import StepContext
 from fsm.runtime.handover import cause_of
-from fsm.spec import WorkflowSpec
 
 
 class Step(Protocol):

@@ -16,6 +16,9 @@ from typing import Any, Generic, NamedTuple, TypeVar, cast, overload
 
 from pydantic import ValidationError
 
+from fsm.definition.spec import WorkflowSpec
+from fsm.definition.tools import Resources
+from fsm.definition.versions import definition_record
 from fsm.errors import (
     DefinitionChanged,
     FSMError,
@@ -27,7 +30,7 @@ from fsm.errors import (
     is_transient,
     validation_summary,
 )
-from fsm.hooks import Hooks, HookSet, in_scope, joined
+from fsm.observability.hooks import Hooks, HookSet, in_scope, joined
 from fsm.policy import (
     NO_USAGE,
     Action,
@@ -66,12 +69,9 @@ from fsm.runtime.retry import Retry
 from fsm.runtime.step import Step
 from fsm.runtime.swept import Swept
 from fsm.runtime.view import Schemas, render
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.lease import new_owner
-from fsm.tools import Resources
 from fsm.transcript import UserMessage
-from fsm.versions import definition_record
 
 
 class _Bound(NamedTuple):
@@ -153,7 +153,8 @@ class Engine(Conversations):
             plain_errors=plain_errors, has_events=any(spec.transitions.values()),
             resources=self.resources, owner=self.config.owner,
         )
-        #: The hooks (see :mod:`fsm.hooks`): those in scope where it is made, then these.
+        #: The hooks (:mod:`fsm.observability.hooks`): those in scope where it is made, then
+        #: these.
         self.hooks = HookSet(joined(in_scope(), hooks))
         if self.hooks:
             self._ctx = dataclasses.replace(self._ctx, hooks=self.hooks)

@@ -36,7 +36,7 @@ from fsm.runtime.recording import RecordedPolicy, Recording, Sandbox, cut, sandb
 from fsm.runtime.step import Step
 
 if TYPE_CHECKING:
-    from fsm.spec import WorkflowSpec
+    from fsm.definition.spec import WorkflowSpec
 
 __all__ = ["fork", "rederive"]
 

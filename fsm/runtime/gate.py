@@ -13,13 +13,13 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from fsm.definition.spec import ADVANCE, WorkflowSpec
+from fsm.definition.tools import ToolSpec
 from fsm.errors import validation_summary
 from fsm.policy import Action
 from fsm.records import RunState, fingerprint, shown
 from fsm.runtime.context import StepContext
 from fsm.runtime.customer import can_propose, checked_proposal, confirmation_problem
-from fsm.spec import ADVANCE, WorkflowSpec
-from fsm.tools import ToolSpec
 
 #: How many recent calls in the current state are remembered for repeat detection.
 RECENT_WINDOW = 20

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from fsm.definition.versions import definition_record
 from fsm.errors import ConcurrentUpdate
 from fsm.records import CallAwaitingApproval, EventAwaitingPerson, RunState
 from fsm.runtime import review
@@ -16,7 +17,6 @@ from fsm.runtime.context import RunMove, StepContext, Transcripts
 from fsm.runtime.step import Step
 from fsm.store.base import Store
 from fsm.store.lease import new_owner
-from fsm.versions import definition_record
 
 #: Seconds the move holds the run's lease (it takes one short transaction).
 LEASE_SECONDS = 30.0

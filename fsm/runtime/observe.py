@@ -1,4 +1,4 @@
-"""The engine's side of :mod:`fsm.hooks`: the views it builds and when it calls them.
+"""The engine's side of :mod:`fsm.observability.hooks`: the views it builds and when it calls them.
 
 Every function here is called only when the engine has hooks (``ctx.hooks`` is not
 ``None``): without hooks, no view is built and nothing here runs.
@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import FSMError
-from fsm.hooks import (
+from fsm.observability.hooks import (
     CommitInfo,
     DriveInfo,
     HookSet,
@@ -25,7 +26,6 @@ from fsm.hooks import (
 )
 from fsm.policy import Action, Usage
 from fsm.records import RunState, StepCommit, fingerprint
-from fsm.spec import WorkflowSpec
 from fsm.store.roles import RunReads
 
 if TYPE_CHECKING:

@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsm.definition.spec import WorkflowSpec
+from fsm.definition.tools import Resources, ToolContext, ToolSpec
 from fsm.errors import ForkRefused
 from fsm.policy import Action, PolicyFn, View
 from fsm.records import (
@@ -37,10 +39,8 @@ from fsm.records import (
     canonical,
     start_detail,
 )
-from fsm.spec import WorkflowSpec
 from fsm.store.memory import MemoryStore
 from fsm.store.roles import RunReads
-from fsm.tools import Resources, ToolContext, ToolSpec
 
 __all__ = ["NOT_RECORDED", "Recording", "Sandbox", "WriteAttempt", "call_key", "cut"]
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import (
     ApprovalAlreadyDecided,
     ApprovalExpired,
@@ -34,7 +35,6 @@ from fsm.records import (
     shown,
     utc,
 )
-from fsm.spec import WorkflowSpec
 from fsm.store.roles import Approvals
 
 

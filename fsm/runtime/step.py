@@ -17,6 +17,9 @@ from typing import Any, assert_never
 from pydantic import BaseModel
 
 from fsm.customer import AwaitingCustomer
+from fsm.definition.machine import machine_for
+from fsm.definition.spec import ADVANCE
+from fsm.definition.tools import ToolContext, ToolSpec
 from fsm.errors import (
     HandoverRefused,
     PartlyApplied,
@@ -25,8 +28,7 @@ from fsm.errors import (
     WorkflowCodeError,
     is_transient,
 )
-from fsm.hooks import ToolCallInfo
-from fsm.machine import machine_for
+from fsm.observability.hooks import ToolCallInfo
 from fsm.policy import NO_USAGE, Action, Usage
 from fsm.records import (
     Approval,
@@ -61,9 +63,7 @@ from fsm.runtime import claims, desk, gate, observe, talking
 from fsm.runtime.context import RunMove, StepContext
 from fsm.runtime.customer import customer_message
 from fsm.runtime.review import Ruling, approved_binding, bound_records
-from fsm.spec import ADVANCE
 from fsm.store.people import outbox_keys
-from fsm.tools import ToolContext, ToolSpec
 from fsm.transcript import (
     ApprovalNote,
     AssistantText,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from fsm.customer import AwaitingCustomer, Confirmation, Reply
+from fsm.definition.tools import ToolSpec
 from fsm.records import Effect, EventKind, RunState, Status, storable, text_hash
 from fsm.runtime.context import StepContext
 from fsm.runtime.customer import (
@@ -22,7 +23,6 @@ from fsm.runtime.customer import (
     is_bound,
     waiting_request,
 )
-from fsm.tools import ToolSpec
 from fsm.transcript import CustomerReply, Message, RuntimeNote
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from fsm.definition.spec import ADVANCE, WorkflowSpec
 from fsm.policy import View
 from fsm.records import Compaction, ViewRecord, built
-from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.roles import RunReads
 from fsm.transcript import Summary
 

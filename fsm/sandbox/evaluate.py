@@ -21,14 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsm.definition.registry import load_object, load_policy
+from fsm.definition.spec import WorkflowSpec
+from fsm.definition.tools import Resources
 from fsm.policy import PolicyFn
 from fsm.records import RunState
-from fsm.registry import load_object, load_policy
 from fsm.runtime.engine import Engine
 from fsm.sandbox.suite import Case, Suite
-from fsm.spec import WorkflowSpec
 from fsm.store.memory import MemoryStore
-from fsm.tools import Resources
 
 __all__ = ["CaseResult", "EvalReport", "Trial", "evaluate", "pass_hat_k"]
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from fsm.definition.spec import ADVANCE, WorkflowSpec
 from fsm.policy import NO_USAGE, Action, PolicyFn, View
 from fsm.runtime.engine import usable
-from fsm.spec import ADVANCE, WorkflowSpec
 
 __all__ = ["InferEvents", "leading_events", "proposal_event"]
 

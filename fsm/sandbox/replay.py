@@ -18,13 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsm.definition.spec import WorkflowSpec
+from fsm.definition.tools import Resources
 from fsm.policy import PolicyFn
 from fsm.records import RunState
 from fsm.runtime.engine import Engine
 from fsm.runtime.forking import check_step
 from fsm.runtime.recording import RecordedPolicy, Recording, Sandbox, WriteAttempt
-from fsm.spec import WorkflowSpec
-from fsm.tools import Resources
 
 __all__ = ["ReplayReport", "StepRow", "replay", "replay_async", "shown_action"]
 

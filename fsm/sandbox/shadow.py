@@ -50,6 +50,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from fsm.definition.spec import ADVANCE, WorkflowSpec
+from fsm.definition.tools import ToolContext, ToolSpec
 from fsm.errors import FSMError
 from fsm.policy import Action, View
 from fsm.records import Budgets, Event, RunState
@@ -57,9 +59,7 @@ from fsm.runtime.engine import Engine
 from fsm.sandbox.infer import leading_events, proposal_event
 from fsm.sandbox.shadow_read import Act, Hear, Recorded, Say
 from fsm.sandbox.shadow_rules import PlainRules, ProseRules, Seen, missing
-from fsm.spec import ADVANCE, WorkflowSpec
 from fsm.store.memory import MemoryStore
-from fsm.tools import ToolContext, ToolSpec
 
 __all__ = ["Outcome", "ShadowRefusal", "Verdict", "replay_one", "replay_recorded"]
 

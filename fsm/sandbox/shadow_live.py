@@ -21,11 +21,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from fsm.definition.spec import WorkflowSpec
 from fsm.sandbox.shadow import Outcome, replay_one
 from fsm.sandbox.shadow_read import Recorded, read_file
 from fsm.sandbox.shadow_report import ShadowReport, outcome_class
 from fsm.sandbox.shadow_rules import ProseRules
-from fsm.spec import WorkflowSpec
 
 __all__ = ["LiveCopy", "LiveEnvironment", "LiveResult", "live_files", "live_for",
            "live_markdown", "live_rows", "live_summary"]
@@ -75,7 +75,7 @@ def live_for(ref: str) -> LiveEnvironment | None:
     module), or ``None``."""
     import importlib
 
-    from fsm.registry import registered
+    from fsm.definition.registry import registered
 
     target = registered().get(ref, ref)
     if ":" not in target:

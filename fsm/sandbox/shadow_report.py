@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fsm.definition.spec import WorkflowSpec
 from fsm.sandbox.shadow import Outcome, replay_recorded
 from fsm.sandbox.shadow_read import read_file
 from fsm.sandbox.shadow_rules import ProseRules
-from fsm.spec import WorkflowSpec
 
 __all__ = ["VERDICTS", "ShadowReport", "outcome_class", "shadow_files", "summarize"]
 

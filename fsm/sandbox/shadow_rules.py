@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from fsm.spec import WorkflowSpec
+from fsm.definition.spec import WorkflowSpec
 
 __all__ = ["Answer", "Mention", "PlainRules", "ProseRules", "Seen", "missing", "named"]
 
@@ -133,7 +133,7 @@ def rules_for(ref: str, spec: WorkflowSpec) -> ProseRules:
     its module (``workflows.retail`` for ``retail``), else :class:`PlainRules`."""
     import importlib
 
-    from fsm.registry import registered
+    from fsm.definition.registry import registered
 
     target = registered().get(ref, ref)
     module = target.split(":")[0] if ":" in target else None

@@ -15,6 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fsm.definition.presentation import PLAIN
+from fsm.definition.registry import load_workflow
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import (
     AmountError,
     ApprovalAlreadyDecided,
@@ -28,9 +31,8 @@ from fsm.errors import (
     NothingPending,
     RunLocked,
 )
-from fsm.hooks import Hooks, in_scope
 from fsm.names import is_blank
-from fsm.presentation import PLAIN
+from fsm.observability.hooks import Hooks, in_scope
 from fsm.records import (
     Approval,
     RunState,
@@ -39,12 +41,10 @@ from fsm.records import (
     started_as,
 )
 from fsm.records import utc as iso
-from fsm.registry import load_workflow
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.engine import Engine
 from fsm.runtime.review import row_problem, waiting_on
 from fsm.settings import Settings
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Account
 from fsm.web.forms import clip
@@ -71,7 +71,7 @@ class Workflows:
         #: What builds a model's policy here (its key, prices, tool choice).
         self.settings = settings
         #: The hooks of every engine the pages make (default: those in scope where this
-        #: is made, see :func:`fsm.hooks.scope`), whatever thread serves the request.
+        #: is made, see :func:`fsm.observability.hooks.scope`), whatever thread serves the request.
         self.hooks = tuple(in_scope() if hooks is None else hooks)
         self._specs: dict[str, WorkflowSpec | None] = {}
         self._spec_problems: dict[str, str] = {}
@@ -167,7 +167,8 @@ def money(spec: WorkflowSpec | None, amount: int | None) -> str:
 
 
 def describe(spec: WorkflowSpec | None, run: RunState, approval: Approval) -> Ask:
-    """What the pause asks, through the workflow's :class:`~fsm.presentation.Presentation`."""
+    """What the pause asks, through the workflow's
+    :class:`~fsm.definition.presentation.Presentation`."""
     shown = spec.presentation if spec is not None else PLAIN
     summary = shown.describe(approval.tool, approval.args, run.facts,
                              run.pending.events if run.pending else ())

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fsm.definition.presentation import PLAIN
 from fsm.errors import DefinitionChanged, HandoverRefused, InboxRefused, RunLocked
-from fsm.presentation import PLAIN
 from fsm.records import OUTCOMES, Handover, RunState
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.desk import resume_events

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fsm.presentation import PLAIN
+from fsm.definition.presentation import PLAIN
+from fsm.definition.spec import WorkflowSpec
 from fsm.records import Approval, Effect, Event, RunState, utc
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 
 

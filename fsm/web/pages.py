@@ -13,8 +13,9 @@ from fsm.auditor.audit import audit
 from fsm.auditor.beside import chained
 from fsm.auditor.diagram import extract, overlay
 from fsm.auditor.render import DOT_TIMEOUT, GraphvizMissing, render, to_dot
+from fsm.definition.presentation import PLAIN
+from fsm.definition.spec import WorkflowSpec
 from fsm.errors import FSMError
-from fsm.presentation import PLAIN
 from fsm.records import (
     Approval,
     Event,
@@ -25,7 +26,6 @@ from fsm.records import (
     state_path,
 )
 from fsm.runtime.review import row_problem, row_subject, waiting_on
-from fsm.spec import WorkflowSpec
 from fsm.store.base import Store
 from fsm.store.people import Notification
 from fsm.transcript import Message, read_all

@@ -14,7 +14,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from fsm.presentation import PLAIN, Presentation
+from fsm.definition.presentation import PLAIN, Presentation
 from fsm.records import Event, utc
 from fsm.store.roles import RunReads
 from fsm.transcript import ToolCall, read

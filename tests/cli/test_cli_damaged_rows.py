@@ -14,8 +14,8 @@ from cli_inproc import HEADPHONES, Cli, Result
 from damage import execute, refuse_writes
 
 from fsm.cli import exits
+from fsm.definition.registry import load_workflow
 from fsm.errors import RowDamaged
-from fsm.registry import load_workflow
 from fsm.runtime.engine import Engine
 from fsm.store import open_store
 

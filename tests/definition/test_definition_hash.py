@@ -9,7 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from fsm import Guard, ToolSpec, WorkflowSpec, define_workflow
-from fsm.spec import HASHED_FIELDS, HASHED_WHEN_ON, HASHED_WHEN_SET, UNHASHED_FIELDS
+from fsm.definition.spec import HASHED_FIELDS, HASHED_WHEN_ON, HASHED_WHEN_SET, UNHASHED_FIELDS
 
 
 class Payload(BaseModel):

@@ -6,7 +6,11 @@ adds what a layers contract does not see: circles between modules of one layer.
 
 from __future__ import annotations
 
+import importlib
+import sys
+
 import grimp
+import pytest
 
 
 def _circles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -35,3 +39,27 @@ def test_the_circle_finder_finds_a_circle() -> None:
     graph.add_import(importer="a.y", imported="a.x")
     graph.add_import(importer="a.z", imported="a.x")
     assert _circles(graph) == [["a.x", "a.y"]]
+
+
+#: Modules that moved into a folder of their kind, and where they went.
+MOVED = {
+    **{m: "definition" for m in ("spec", "checks", "conversation_checks", "machine", "guards",
+                                 "tools", "versions", "registry", "presentation", "money")},
+    **{m: "observability" for m in ("hooks", "otel", "telemetry", "metrics")},
+}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_a_moved_module_s_old_name_still_works_with_a_warning(old: str) -> None:
+    new = importlib.import_module(f"fsm.{MOVED[old]}.{old}")
+    sys.modules.pop(f"fsm.{old}", None)
+    with pytest.warns(DeprecationWarning, match=rf"fsm\.{old} moved to fsm\.{MOVED[old]}\.{old}"):
+        shim = importlib.import_module(f"fsm.{old}")
+    public = getattr(new, "__all__", [n for n in vars(new) if not n.startswith("_")])
+    assert public and all(getattr(shim, n) is getattr(new, n) for n in public)
+
+
+def test_nothing_in_fsm_imports_a_moved_module_by_its_old_name() -> None:
+    graph = grimp.build_graph("fsm")
+    importers = {old: graph.find_modules_that_directly_import(f"fsm.{old}") for old in MOVED}
+    assert {old: found for old, found in importers.items() if found} == {}

@@ -10,7 +10,7 @@ import pytest
 from paths import ROOT
 
 from fsm import Guard, TransitionRefused, WorkflowCodeError, WorkflowSpec, define_workflow
-from fsm.machine import WorkflowMachine, machine_for
+from fsm.definition.machine import WorkflowMachine, machine_for
 
 
 def boom(facts: object, payload: object) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fsm import AmountError, Currency, Presentation
-from fsm.money import WHOLE
+from fsm.definition.money import WHOLE
 
 RUPEES = Currency(symbol="₹", digits=2, minor="paise", major="rupees")
 YEN = Currency(symbol="¥", digits=0, minor="yen", major="")

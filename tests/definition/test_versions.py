@@ -9,8 +9,8 @@ import pytest
 from deploykit import V2_REFUND_DESCRIPTION, revised, v1, v2
 
 from fsm import WorkflowDefinitionError, define_workflow
+from fsm.definition.versions import Shape, definition_body, definition_record
 from fsm.records import DefinitionRecord
-from fsm.versions import Shape, definition_body, definition_record
 
 
 def tiny(version: str = "", **changes: object) -> object:

@@ -50,7 +50,7 @@ def test_every_conversation_parameter_is_in_the_reference() -> None:
     import inspect
 
     from fsm import ToolSpec, define_workflow
-    from fsm.spec import HASHED_WHEN_SET
+    from fsm.definition.spec import HASHED_WHEN_SET
 
     text = PAGES[1].read_text()
     rows = set(re.findall(r"^\| `(\w+)` \|", text, flags=re.M))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from refund_scripts import actions, large_refund, small_refund
 
 from fsm import evaluate
-from fsm.registry import load_workflow
+from fsm.definition.registry import load_workflow
 from fsm.sandbox.evaluate import policy_maker
 from fsm.sandbox.suite import Case, Expected, Suite, WriteWanted
 from fsm.testing import ScriptedPolicy

@@ -13,7 +13,7 @@ import pytest
 from fsm import Engine, Hooks, MemoryStore, Outcome, RunLocked, StopDriving, WorkflowSpec
 from fsm.errors import UsageError
 from fsm.faults import FaultInjector, from_environ
-from fsm.hooks import (
+from fsm.observability.hooks import (
     CommitInfo,
     DriveInfo,
     PauseInfo,
@@ -140,7 +140,7 @@ class Raising(Hooks):
 def test_a_raising_hook_is_logged_and_the_run_keeps_its_guarantees(
         shop: Shop, spec: WorkflowSpec, store: MemoryStore,
         caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.ERROR, logger="fsm.hooks"):
+    with caplog.at_level(logging.ERROR, logger="fsm.observability.hooks"):
         run = Engine(spec, store, clerk, hooks=[Raising()]).start(SMALL, user="asha",
                                                                   run_id="r")
     assert (run.status, _paid(shop)) == ("done", [("A-1001", 35_000)])
@@ -249,14 +249,14 @@ def test_the_old_spellings_warn_and_still_work(
         shop: Shop, spec: WorkflowSpec, store: MemoryStore) -> None:
     rec, added = Recorder(), Recorder()
     before = Engine(spec, store, clerk)
-    with pytest.warns(DeprecationWarning, match=r"fsm.hooks.install is deprecated.*scope"):
+    with pytest.warns(DeprecationWarning, match=r"hooks.install is deprecated.*scope"):
         install(rec)
     try:
-        with pytest.warns(DeprecationWarning, match="fsm.hooks.installed is deprecated"):
+        with pytest.warns(DeprecationWarning, match="hooks.installed is deprecated"):
             assert installed() == (rec,)
         after = Engine(spec, store, clerk)
     finally:
-        with pytest.warns(DeprecationWarning, match="fsm.hooks.uninstall is deprecated"):
+        with pytest.warns(DeprecationWarning, match="hooks.uninstall is deprecated"):
             uninstall(rec)
     assert in_scope() == ()
     with pytest.warns(DeprecationWarning, match=r"Engine.add_hook is deprecated.*hooks=\[hook\]"):

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from fsm import Engine, SQLiteStore
-from fsm.otel import Tracing, run_context
+from fsm.observability.otel import Tracing, run_context
 from workflows.refund import build, clerk
 from workflows.refund.shop import Shop
 
@@ -223,7 +223,7 @@ print("CODE", code, "LOADED", loaded)
 def test_an_agent_s_segments_are_invoke_agent_spans(
         exporter: tuple[InMemorySpanExporter, TracerProvider]) -> None:
     from fsm import Agent
-    from fsm.hooks import scope
+    from fsm.observability.hooks import scope
 
     spans, provider = exporter
     tracing = Tracing(provider)

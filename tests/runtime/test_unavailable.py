@@ -19,11 +19,11 @@ from psycopg_pool import PoolTimeout
 
 from fsm import Engine, SQLiteStore, Unavailable
 from fsm.auditor.audit import audit
+from fsm.definition.tools import ToolContext
 from fsm.policy import Action, Usage, View
 from fsm.records import RunState
 from fsm.runtime.retry import Retry
 from fsm.store.base import Store
-from fsm.tools import ToolContext
 from workflows.refund import Shop, build, clerk
 
 KETTLE = "Order A-1001: the kettle arrived broken, please refund it"

@@ -10,11 +10,11 @@ import storekit
 from deploykit import v1, v2
 
 from fsm import RunState, SQLiteStore, Store
+from fsm.definition.versions import definition_record
 from fsm.records import DefinitionCount, DefinitionRecord, StepCommit
 from fsm.store import open_store
 from fsm.store.pg_schema import MIGRATIONS as PG_MIGRATIONS
 from fsm.store.schema import MIGRATIONS
-from fsm.versions import definition_record
 
 store = storekit.store  # the fixture: each test on every kind of store
 

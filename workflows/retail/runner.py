@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm import Engine, WorkflowSpec
+from fsm.definition.tools import Resources
 from fsm.errors import ReplyRefused
 from fsm.records import Event, RunState
 from fsm.store import open_store
 from fsm.store.base import Store
 from fsm.testing import talk
-from fsm.tools import Resources
 from workflows.retail.database import RetailDatabase
 from workflows.retail.replay import Customer, Desk, Move
 from workflows.retail.workflow import build

@@ -1,0 +1,1 @@
+"""What the runs an engine drives show: hooks, OpenTelemetry traces and metrics."""
