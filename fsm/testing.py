@@ -171,7 +171,7 @@ class ScriptedCustomer:
     """A customer who answers with ``replies`` in order and records what they were asked.
 
     Each reply is text, or ``fn(asked) -> text`` given the run's
-    :class:`~fsm.customer.AwaitingCustomer` request (its ``message`` and the proposal in
+    :class:`~fsm.records.conversation.AwaitingCustomer` request (its ``message`` and the proposal in
     ``args``). ``asked`` lists every request shown. Asked for more than the script holds,
     it raises :class:`ScriptExhausted`.
     """

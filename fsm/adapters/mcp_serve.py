@@ -30,7 +30,7 @@ from fsm.definition.tools import ADVANCE
 from fsm.errors import FSMError
 from fsm.policy import Action, PolicyUnavailable, View
 from fsm.records import RunState
-from fsm.runtime.customer import summary, waiting_request
+from fsm.runtime.conversation.judging import summary, waiting_request
 from fsm.runtime.engine import Engine
 from fsm.store.base import Store
 

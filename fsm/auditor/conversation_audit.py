@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fsm.customer import AwaitingCustomer, Reply
 from fsm.records import Event, RunState, call_subject, fingerprint, text_hash
+from fsm.records.conversation import AwaitingCustomer, Reply
 from fsm.store.roles import Conversations
 from fsm.transcript import CustomerReply, read_all
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import typer
 
+import fsm.cli.conversation  # noqa: F401 - fsm reply
 import fsm.cli.deploys  # noqa: F401 - fsm definitions, fsm migrate, fsm check-history
 import fsm.cli.desk  # noqa: F401 - fsm handovers
 import fsm.cli.evidence  # noqa: F401 - fsm export, fsm prune
@@ -21,7 +22,6 @@ import fsm.cli.keys  # noqa: F401 - fsm keys
 import fsm.cli.mcp  # noqa: F401 - fsm mcp serve
 import fsm.cli.sandbox  # noqa: F401 - fsm fork, fsm replay, fsm eval
 import fsm.cli.shadow  # noqa: F401 - fsm shadow
-import fsm.cli.talk  # noqa: F401 - fsm reply
 import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
 from fsm import faults
 from fsm.cli import auditor, exits, fleet, inspect, ops  # noqa: F401 - they register their commands

@@ -9,17 +9,17 @@ from typing import TYPE_CHECKING, Any
 from .context import fmt_time
 
 if TYPE_CHECKING:
-    from fsm.customer import AwaitingCustomer
     from fsm.definition.spec import WorkflowSpec
     from fsm.records import RunState
+    from fsm.records.conversation import AwaitingCustomer
 
 
 def customer_lines(spec: WorkflowSpec | None, run: RunState) -> list[str]:
     """``waiting``/``asks``/``asked`` lines for a run that waits for its customer (none for
     any other run)."""
-    from fsm.customer import AwaitingCustomer
     from fsm.records import canonical
-    from fsm.runtime.customer import asked_hash, summary
+    from fsm.records.conversation import AwaitingCustomer
+    from fsm.runtime.conversation.judging import asked_hash, summary
 
     p = run.pending
     if run.status != "awaiting_customer" or not isinstance(p, AwaitingCustomer):
@@ -40,8 +40,8 @@ def customer_lines(spec: WorkflowSpec | None, run: RunState) -> list[str]:
 
 def customer_data(run: RunState) -> dict[str, Any]:
     """The JSON form of what a run waiting for its customer asks (``{}`` for another)."""
-    from fsm.customer import AwaitingCustomer
-    from fsm.runtime.customer import asked_hash
+    from fsm.records.conversation import AwaitingCustomer
+    from fsm.runtime.conversation.judging import asked_hash
 
     p: AwaitingCustomer | Any = run.pending
     if run.status != "awaiting_customer" or not isinstance(p, AwaitingCustomer):

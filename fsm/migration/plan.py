@@ -26,7 +26,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from fsm.auditor.verify import verify_from
-from fsm.customer import AwaitingCustomer
 from fsm.definition.spec import WorkflowSpec
 from fsm.errors import validation_summary
 from fsm.migration.moves import history_moves
@@ -38,6 +37,7 @@ from fsm.records import (
     EventAwaitingPerson,
     RunState,
 )
+from fsm.records.conversation import AwaitingCustomer
 from fsm.runtime.context import RunMove
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, NamedTuple, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fsm.customer import AwaitingCustomer, Confirmation
+from fsm.records.conversation import AwaitingCustomer, Confirmation
 from fsm.records.jsonic import (
     canonical,
     fingerprint,

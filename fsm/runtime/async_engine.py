@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from fsm.definition.spec import WorkflowSpec
 from fsm.observability.hooks import adopt, in_scope
 from fsm.records import Budgets, Event, RunState
-from fsm.runtime.conversing import Conversation
+from fsm.runtime.conversation.engine import Conversation
 from fsm.runtime.driving import Done, Driving, answered_async, finished_async
 from fsm.runtime.engine import Engine
 from fsm.runtime.observe import Outcome

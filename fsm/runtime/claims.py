@@ -32,7 +32,7 @@ from fsm.records import (
 )
 from fsm.runtime import review
 from fsm.runtime.context import StepContext
-from fsm.runtime.customer import confirmation_problem
+from fsm.runtime.conversation.judging import confirmation_problem
 from fsm.signing import Signature
 from fsm.store.roles import RunReads
 

@@ -56,12 +56,13 @@ from fsm.records import (
     shown,
     storable,
 )
-from fsm.runtime import claims, desk, observe, review, talking
+from fsm.runtime import claims, desk, observe, review
 from fsm.runtime.budgets import raised_budgets
 from fsm.runtime.compaction import Compactor
 from fsm.runtime.config import EngineConfig
 from fsm.runtime.context import Clock, StepContext, Transcripts
-from fsm.runtime.conversing import Conversations
+from fsm.runtime.conversation import writes as conversation_writes
+from fsm.runtime.conversation.engine import Conversations
 from fsm.runtime.driving import Ask, AsyncPolicyCalledSync, Driving, answered, finished
 from fsm.runtime.leases import Heartbeats, Lease
 from fsm.runtime.observe import Outcome
@@ -244,7 +245,7 @@ class Engine(Conversations):
             s.event("start", state_after=run.state, detail={"user": user, **(meta or {})})
             s.token_hash = token_hash
             # A conversation's opening message is the customer's first reply.
-            if token_hash is None or not talking.read_opening(s, goal):
+            if token_hash is None or not conversation_writes.read_opening(s, goal):
                 s.entered(None)
         run = s.landed
         return self.resume(run.run_id) if drive and run.status == "running" else run

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fsm.customer import AwaitingCustomer
 from fsm.errors import ForkRefused
 from fsm.records import (
     CallAwaitingApproval,
@@ -31,7 +30,8 @@ from fsm.records import (
     fingerprint,
     new_id,
 )
-from fsm.runtime import talking
+from fsm.records.conversation import AwaitingCustomer
+from fsm.runtime.conversation import writes as conversation_writes
 from fsm.runtime.recording import RecordedPolicy, Recording, Sandbox, cut, sandbox_budgets
 from fsm.runtime.step import Step
 
@@ -158,5 +158,5 @@ def _wait_again(s: Step, waiting: Any) -> None:
     elif isinstance(waiting, EventAwaitingPerson):
         s.request_again(waiting.model_copy(update={"approval_id": None}))
     elif isinstance(waiting, AwaitingCustomer):
-        talking.wait_for_customer(s, waiting.message, args=dict(waiting.args),
+        conversation_writes.wait_for_customer(s, waiting.message, args=dict(waiting.args),
                                   record=waiting.record)

@@ -19,7 +19,7 @@ from fsm.errors import validation_summary
 from fsm.policy import Action
 from fsm.records import RunState, fingerprint, shown
 from fsm.runtime.context import StepContext
-from fsm.runtime.customer import can_propose, checked_proposal, confirmation_problem
+from fsm.runtime.conversation.judging import can_propose, checked_proposal, confirmation_problem
 
 #: How many recent calls in the current state are remembered for repeat detection.
 RECENT_WINDOW = 20

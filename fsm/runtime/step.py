@@ -16,7 +16,6 @@ from typing import Any, assert_never
 
 from pydantic import BaseModel
 
-from fsm.customer import AwaitingCustomer
 from fsm.definition.machine import machine_for
 from fsm.definition.spec import ADVANCE
 from fsm.definition.tools import ToolContext, ToolSpec
@@ -59,9 +58,11 @@ from fsm.records import (
     text_json,
     unreadable,
 )
-from fsm.runtime import claims, desk, gate, observe, talking
+from fsm.records.conversation import AwaitingCustomer
+from fsm.runtime import claims, desk, gate, observe
 from fsm.runtime.context import RunMove, StepContext
-from fsm.runtime.customer import customer_message
+from fsm.runtime.conversation import writes as conversation_writes
+from fsm.runtime.conversation.judging import customer_message
 from fsm.runtime.review import Ruling, approved_binding, bound_records
 from fsm.store.people import outbox_keys
 from fsm.transcript import (
@@ -345,7 +346,7 @@ class Step:
                 self.tool_result(decision.tool, error=_BUG)
                 self.crash(decision.where, decision.error)
             case gate.AskCustomer():
-                talking.wait_for_customer(self, decision.text)
+                conversation_writes.wait_for_customer(self, decision.text)
             case gate.Call():
                 self._count_repeats(decision.repeat_refusals)
                 self.execute(decision.tool, decision.args, key=self.key)
@@ -397,7 +398,8 @@ class Step:
         args_dict = args.model_dump(mode="json")
         confirmed: dict[str, Any] = {}
         if tool.confirmed_by is not None:
-            confirmed, refused = talking.use_confirmation(self, tool, args_dict, existing)
+            confirmed, refused = conversation_writes.use_confirmation(self, tool, args_dict,
+                                                                      existing)
             if refused:
                 return
         if tool.write:
@@ -724,7 +726,7 @@ class Step:
             # What the customer confirms is rendered from the exact call, never the
             # model's words (a plain question keeps them).
             message = customer_message(spec, self.said, dict(asks), self.run.facts)
-            talking.wait_for_customer(self, message, args=dict(asks), record=record)
+            conversation_writes.wait_for_customer(self, message, args=dict(asks), record=record)
 
     def _pause_call(self, tool: str, args: BaseModel) -> None:
         self._pause(CallAwaitingApproval(tool=tool, args=args.model_dump(mode="json"),
@@ -853,7 +855,7 @@ class Step:
         elif isinstance(pending, AwaitingCustomer):
             # Asked again in the target's terms, at the run's new version: a reply is
             # bound to the request as the target shows it.
-            talking.wait_for_customer(self, pending.message, args=pending.args,
+            conversation_writes.wait_for_customer(self, pending.message, args=pending.args,
                                       record=pending.record)
         elif isinstance(pending, CallAwaitingApproval) and move.ask_again:
             self._pause(CallAwaitingApproval(tool=pending.tool, args=pending.args,

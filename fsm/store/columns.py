@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
-from fsm.customer import Reply
 from fsm.errors import ApprovalAlreadyDecided, RowDamaged, RunNotFound, StoreError
 from fsm.records import (
     GENESIS,
@@ -21,6 +20,7 @@ from fsm.records import (
     StepCommit,
     canonical,
 )
+from fsm.records.conversation import Reply
 from fsm.store.dialect import Database
 from fsm.store.people import Refusal, notification_key, outbox_rows, refusal_link
 

@@ -7,7 +7,6 @@ import threading
 from collections.abc import Collection
 from typing import Any
 
-from fsm.customer import Reply
 from fsm.errors import (
     ApprovalAlreadyDecided,
     RowDamaged,
@@ -28,6 +27,7 @@ from fsm.records import (
     ViewRecord,
     chain,
 )
+from fsm.records.conversation import Reply
 from fsm.signing import Keys
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import check_fence, expiry, lease_held

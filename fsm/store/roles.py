@@ -37,7 +37,6 @@ from collections.abc import Collection, Iterable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-from fsm.customer import Reply
 from fsm.errors import RowDamaged
 from fsm.records import (
     Approval,
@@ -50,6 +49,7 @@ from fsm.records import (
     StepCommit,
     ViewRecord,
 )
+from fsm.records.conversation import Reply
 from fsm.signing import Keys
 from fsm.store.desk import OPEN, Cut, ForkEdge, Queue, Tombstone
 from fsm.store.lease import Claimed, Lease

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from fsm.customer import Reply
 from fsm.errors import RowDamaged, RunError, StoreError
 from fsm.records import (
     Approval,
@@ -30,6 +29,7 @@ from fsm.records import (
     canonical,
     chained,
 )
+from fsm.records.conversation import Reply
 from fsm.store.base import Store
 from fsm.store.columns import (
     APPROVAL_COLUMNS,

@@ -32,7 +32,7 @@ from fsm.store.people import Account, Refusal
 from fsm.web import desk_routes, pages
 from fsm.web.accounts import authenticate, sign_out
 from fsm.web.auth import HEADERS, LOGIN_COOKIE, SESSION_COOKIE, Session, Sessions, Throttle, same
-from fsm.web.chat import ChatRoutes
+from fsm.web.conversation import ChatRoutes
 from fsm.web.decisions import Workflows, decide, iso, understood
 from fsm.web.forms import NOTE_MAX, check_address, clip, read_form
 from fsm.web.story import ticks

@@ -29,7 +29,7 @@ from fsm.runtime.review import row_problem, row_subject, waiting_on
 from fsm.store.base import Store
 from fsm.store.people import Notification
 from fsm.transcript import Message, read_all
-from fsm.web.chat import Said, asked, conversation
+from fsm.web.conversation import Said, asked, conversation
 from fsm.web.decisions import (
     Ask,
     Workflows,

@@ -115,7 +115,7 @@ def test_tampering_with_a_conversation_is_caught(db: str, tamper: Callable[..., 
 def test_a_reply_kept_but_not_read_is_noted_not_a_problem(db: str) -> None:
     with SQLiteStore(db) as store:
         run = store.load_run(RUN)
-        from fsm.customer import Reply
+        from fsm.records.conversation import Reply
 
         store.add_reply(Reply(run_id=RUN, text="late", received_at=1.0,
                               run_version=run.version), version=run.version)

@@ -14,9 +14,9 @@ from chat_desk import Ledger, build
 
 from fsm import Engine, MemoryStore, ReplyRefused, ToolSpec
 from fsm.auditor.audit import audit
-from fsm.customer import REPLY_MAX, Reply, token_hash
 from fsm.records import Budgets, text_hash, verify_chain
-from fsm.runtime.customer import asked_hash
+from fsm.records.conversation import REPLY_MAX, Reply, token_hash
+from fsm.runtime.conversation.judging import asked_hash
 from fsm.store.sqlite import SQLiteStore
 from fsm.testing import ScriptedCustomer, ScriptedPolicy, talk
 

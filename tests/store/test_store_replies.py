@@ -12,9 +12,9 @@ import pytest
 import storekit
 
 from fsm import ConcurrentUpdate, MemoryStore, RunNotFound, RunState, SQLiteStore, Store
-from fsm.customer import Reply
 from fsm.errors import StoreError
 from fsm.records import Event, StepCommit
+from fsm.records.conversation import Reply
 from fsm.store import open_store
 
 store = storekit.store  # the fixture: each test on every kind of store

@@ -156,8 +156,8 @@ def every_row(store: Store) -> None:
     events, an approval request, artifacts, a handover, a subject, a reply token; then a
     finished effect, the decision, and a customer's reply read."""
     from fsm import Approval, Effect, Event, RunState, ViewRecord
-    from fsm.customer import Reply
     from fsm.records import ApprovalDecision, Handover, StepCommit
+    from fsm.records.conversation import Reply
 
     run = RunState(run_id="r1", workflow="wf", definition_hash="d" * 16, user="asha",
                    state="s", created_at=1000.0, updated_at=1000.0)

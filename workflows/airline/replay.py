@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from fsm import Action, Engine, WorkflowSpec
 from fsm.records import Event, RunState
-from fsm.runtime.customer import summary as asked_summary
+from fsm.runtime.conversation.judging import summary as asked_summary
 from fsm.store import open_store
 from workflows.airline import data, rules
 from workflows.airline.proxy import calls

@@ -16,7 +16,7 @@ import pytest
 from web_server import Inbox, make_inbox
 
 from fsm import Engine, SQLiteStore
-from fsm.customer import REPLY_MAX
+from fsm.records.conversation import REPLY_MAX
 from workflows.refund import Shop
 
 SUPPORT = str(Path(__file__).resolve().parents[2] / "support")

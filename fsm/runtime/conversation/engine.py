@@ -15,7 +15,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fsm.customer import Reply, new_token, reply_problem, token_hash, token_matches
 from fsm.errors import (
     ConcurrentUpdate,
     DefinitionChanged,
@@ -27,8 +26,9 @@ from fsm.errors import (
     RunNotFound,
 )
 from fsm.records import FINAL_STATUSES, RunState
-from fsm.runtime import talking
-from fsm.runtime.customer import asked_hash, waiting_request
+from fsm.records.conversation import Reply, new_token, reply_problem, token_hash, token_matches
+from fsm.runtime.conversation import writes as conversation_writes
+from fsm.runtime.conversation.judging import asked_hash, waiting_request
 from fsm.runtime.driving import Driving, finished
 from fsm.runtime.step import Step
 from fsm.runtime.swept import Swept
@@ -124,7 +124,7 @@ class Conversations(ABC):
         ``asked``, when given, the fingerprint of the request the customer was shown: a
         reply to a request the run no longer waits on is refused as stale. Refused with
         :class:`~fsm.errors.ReplyRefused` (nothing kept): empty or blank text, more than
-        ``fsm.customer.REPLY_MAX`` characters, a NUL, text that is not Unicode, an
+        ``fsm.records.conversation.REPLY_MAX`` characters, a NUL, text that is not Unicode, an
         unknown run, a wrong token, a finished run, a run that is not talking with its
         customer.
         """
@@ -187,7 +187,7 @@ class Conversations(ABC):
             for reply in unread:
                 if s.run.status not in ("running", "awaiting_customer"):
                     break
-                talking.read_reply(s, reply)
+                conversation_writes.read_reply(s, reply)
         return s.landed
 
     def unanswered_if_due(self, run: RunState, b: Any) -> RunState:
@@ -199,7 +199,7 @@ class Conversations(ABC):
         if self.store.replies(run.run_id, unread_only=True):
             return self.read_replies(run, b)
         with Step(b.ctx, run, step=run.step) as s:
-            talking.unanswered(s)
+            conversation_writes.unanswered(s)
         return s.landed
 
     def settled(self, run: RunState) -> RunState:

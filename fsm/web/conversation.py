@@ -28,11 +28,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from fsm.customer import REPLY_MAX, AwaitingCustomer, token_matches
 from fsm.definition.spec import WorkflowSpec
 from fsm.errors import FSMError, InboxRefused, ReplyRefused, RunNotFound
 from fsm.records import Event, RunState, utc
-from fsm.runtime.customer import asked_hash, summary
+from fsm.records.conversation import REPLY_MAX, AwaitingCustomer, token_matches
+from fsm.runtime.conversation.judging import asked_hash, summary
 from fsm.runtime.engine import Engine
 from fsm.store.base import Store
 from fsm.store.people import Refusal

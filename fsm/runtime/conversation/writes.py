@@ -3,18 +3,18 @@ reply read, the expiry, and the confirmation a write spends.
 
 These are functions over a step (:class:`~fsm.runtime.step.Step`, the one writer of a run
 during a step), which they reach through :class:`StepWriter`; the judging is in
-:mod:`fsm.runtime.customer`.
+:mod:`fsm.runtime.conversation.judging`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from fsm.customer import AwaitingCustomer, Confirmation, Reply
 from fsm.definition.tools import ToolSpec
 from fsm.records import Effect, EventKind, RunState, Status, storable, text_hash
+from fsm.records.conversation import AwaitingCustomer, Confirmation, Reply
 from fsm.runtime.context import StepContext
-from fsm.runtime.customer import (
+from fsm.runtime.conversation.judging import (
     Derived,
     asked_hash,
     confirmation_of,
