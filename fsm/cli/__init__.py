@@ -24,7 +24,7 @@ import fsm.cli.sandbox  # noqa: F401 - fsm fork, fsm replay, fsm eval
 import fsm.cli.shadow  # noqa: F401 - fsm shadow
 import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
 from fsm import faults
-from fsm.cli import auditor, exits, fleet, inspect, ops  # noqa: F401 - they register their commands
+from fsm.cli import auditor, exits, fleet, inspect, nouns, ops  # noqa: F401 - they register
 from fsm.cli.app import app, err_console, forget_settings
 from fsm.cli.context import UsageError
 from fsm.errors import (

@@ -36,8 +36,8 @@ STATUSES = ("running", "awaiting_approval", "done", "failed", "budget_exhausted"
             "handed_over", "model_unavailable", "model_refused", "awaiting_customer")
 
 
-@app.command("runs")
 def runs_cmd(
+    ctx: typer.Context,
     status: str | None = typer.Option(None, "--status", help=f"one of: {', '.join(STATUSES)}"),
     workflow: str | None = typer.Option(None, "--workflow", help="only runs of this workflow"),
     # One less than the largest integer: one more run than asked for is read (see below).
@@ -49,7 +49,10 @@ def runs_cmd(
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
-    """List runs, newest first: the newest 50 unless --limit, --offset or --all."""
+    """List runs, newest first: the newest 50 unless --limit, --offset or --all. With a
+    command, act on one run: fsm runs show|history|audit|resume|fork|export|prune."""
+    if ctx.invoked_subcommand is not None:
+        return
     if status is not None and status not in STATUSES:
         raise typer.BadParameter(f"unknown status {status!r} (allowed: {', '.join(STATUSES)})",
                                  param_hint="--status")
@@ -88,9 +91,9 @@ def runs_cmd(
                       markup=False)
 
 
-@app.command("approvals")
-def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
-    """List the approvals that runs wait on.
+def approvals_cmd(ctx: typer.Context, db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
+    """List the approvals that runs wait on. With a command, decide or expire them:
+    fsm approvals approve|deny|sweep.
 
     A run with a row that cannot be read is skipped and named on a ``warning:`` line;
     every other approval is listed. A pending approval no run waits on (its run
@@ -98,6 +101,8 @@ def approvals_cmd(db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
     loaded, is not listed: each is named on an ``error:`` line, and the command exits 1."""
     from fsm.errors import FSMError
 
+    if ctx.invoked_subcommand is not None:
+        return
     rows, problems = [], []
     with reader_for(db) as store:
         damaged: list[RowDamaged] = []
