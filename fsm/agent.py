@@ -21,6 +21,7 @@ from fsm.definition.tools import ToolContext, ToolSpec
 from fsm.errors import InvalidRunState, NothingPending
 from fsm.policy import Action, View
 from fsm.records import Approval, Budgets, CallAwaitingApproval, RunState, StepCommit
+from fsm.records.transcript import read_all
 from fsm.runtime.engine import Engine, usable
 from fsm.store.memory import MemoryStore
 
@@ -133,7 +134,7 @@ class Agent:
             step=data["steps"], budgets=Budgets(max_steps=max_steps), answer=data["answer"],
         )
         run.used.steps = data["steps"]
-        commit = StepCommit(run=run, expected_version=0, messages=data["history"])
+        commit = StepCommit(run=run, expected_version=0, messages=read_all(data["history"]))
         p = data["pending"]
         if p is not None:
             approval_id = f"{agent.run_id}:resumed"

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fsm.transcript import Message, read_all
+from fsm.records.transcript import Message, read_all
 
 log = logging.getLogger("fsm.policy")
 
@@ -158,7 +158,7 @@ class View(BaseModel):
 
     @property
     def transcript(self) -> list[Message]:
-        """:attr:`messages` as typed messages (see :mod:`fsm.transcript`)."""
+        """:attr:`messages` as typed messages (see :mod:`fsm.records.transcript`)."""
         return read_all(self.messages)
 
 

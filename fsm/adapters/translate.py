@@ -22,7 +22,7 @@ from fsm.adapters import servers
 from fsm.adapters.textcalls import find_calls
 from fsm.policy import Action, Usage, View
 from fsm.records import text_json
-from fsm.transcript import FinalAnswer, Message, Summary, ToolCall, ToolError, ToolResult
+from fsm.records.transcript import FinalAnswer, Message, Summary, ToolCall, ToolError, ToolResult
 
 #: Names the chat-completions API accepts for functions.
 VALID_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

@@ -12,8 +12,8 @@ from typing import Any
 
 from fsm.records import Event, RunState, call_subject, fingerprint, text_hash
 from fsm.records.conversation import AwaitingCustomer, Reply
+from fsm.records.transcript import CustomerReply, read_all
 from fsm.store.roles import Conversations
-from fsm.transcript import CustomerReply, read_all
 
 
 def conversation_problems(store: Conversations, run: RunState, events: list[Event],

@@ -39,7 +39,7 @@ class _Results:
     """The tool messages of the transcript, handed out in log order per tool."""
 
     def __init__(self, messages: list[dict[str, Any]]) -> None:
-        from fsm.transcript import ToolError, ToolResult, read_all
+        from fsm.records.transcript import ToolError, ToolResult, read_all
 
         #: Each tool's results, shortened (an error as ``error: ...``), in order.
         self._by_tool: dict[str, deque[str]] = defaultdict(deque)

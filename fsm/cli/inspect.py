@@ -10,7 +10,7 @@ import typer
 from fsm.errors import RowDamaged, RunError, UsageError
 
 if TYPE_CHECKING:  # ``fsm --help`` must not import pydantic's models
-    from fsm.transcript import Message
+    from fsm.records.transcript import Message
 
 from . import exits
 from .app import (

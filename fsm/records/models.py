@@ -17,6 +17,7 @@ from fsm.records.jsonic import (
     link_hash,
     new_id,
 )
+from fsm.records.transcript import Message
 
 #: Bump when :class:`RunState` changes shape; add a step to ``_MIGRATIONS``.
 SCHEMA_VERSION = 3
@@ -504,7 +505,9 @@ class StepCommit:
 
     run: RunState
     expected_version: int
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    #: The step's new messages, typed (:mod:`fsm.records.transcript`); stored as their
+    #: :meth:`body`.
+    messages: list[Message] = field(default_factory=list)
     view: ViewRecord | None = None
     events: list[Event] = field(default_factory=list)
     #: Effects to mark DONE: key → (result, error).
@@ -547,8 +550,16 @@ class StepCommit:
         """The canonical JSON of each new message."""
         bodies = self._texts.get("messages")
         if bodies is None:
-            bodies = self._texts["messages"] = [canonical(m) for m in self.messages]
+            bodies = self._texts["messages"] = [canonical(m) for m in self.message_dicts]
         return bodies  # type: ignore[no-any-return]
+
+    @property
+    def message_dicts(self) -> list[dict[str, Any]]:
+        """Each new message's JSON object, as stored (:meth:`body`, made once)."""
+        dicts = self._texts.get("message_dicts")
+        if dicts is None:
+            dicts = self._texts["message_dicts"] = [m.body() for m in self.messages]
+        return dicts  # type: ignore[no-any-return]
 
     @property
     def view_body(self) -> str | None:

@@ -30,8 +30,7 @@ from typing import Any
 from fsm.definition.spec import WorkflowSpec
 from fsm.policy import NO_USAGE, PolicyUnavailable, Usage
 from fsm.records import Compaction, RunState, canonical, describe, text_json
-from fsm.runtime.view import compacted
-from fsm.transcript import (
+from fsm.records.transcript import (
     ApprovalNote,
     CustomerReply,
     Message,
@@ -43,6 +42,7 @@ from fsm.transcript import (
     read,
     read_all,
 )
+from fsm.runtime.view import compacted
 
 SETTING = "compaction_threshold_chars"
 DEFAULT_THRESHOLD_CHARS = 48_000

@@ -56,6 +56,7 @@ from fsm.records import (
     shown,
     storable,
 )
+from fsm.records.transcript import UserMessage
 from fsm.runtime import claims, desk, observe, review
 from fsm.runtime.budgets import raised_budgets
 from fsm.runtime.compaction import Compactor
@@ -72,7 +73,6 @@ from fsm.runtime.swept import Swept
 from fsm.runtime.view import Schemas, render
 from fsm.store.base import Store
 from fsm.store.lease import new_owner
-from fsm.transcript import UserMessage
 
 
 class _Bound(NamedTuple):

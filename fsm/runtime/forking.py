@@ -31,6 +31,7 @@ from fsm.records import (
     new_id,
 )
 from fsm.records.conversation import AwaitingCustomer
+from fsm.records.transcript import read_all
 from fsm.runtime.conversation import writes as conversation_writes
 from fsm.runtime.recording import RecordedPolicy, Recording, Sandbox, cut, sandbox_budgets
 from fsm.runtime.step import Step
@@ -128,7 +129,7 @@ def fork(engine: Any, run_id: str, *, at: int, new_run_id: str | None = None) ->
     carried = [{"key": e.key, "tool": e.tool, "args_hash": fingerprint(e.args)}
                for e in store.effects(run_id) if e.status == "DONE" and e.step <= at]
     with Step(engine.context_for(spec), run, step=at, new_run=True) as s:
-        s.messages.extend(messages)
+        s.messages.extend(read_all(messages))
         # The parent's reply token is the parent's: a conversation forked takes its replies
         # through fsm reply (or the engine), not through that token.
         started = {k: v for k, v in rec.start().items() if k != "reply_token_sha256"}

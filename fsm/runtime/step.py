@@ -59,13 +59,7 @@ from fsm.records import (
     unreadable,
 )
 from fsm.records.conversation import AwaitingCustomer
-from fsm.runtime import claims, desk, gate, observe
-from fsm.runtime.context import RunMove, StepContext
-from fsm.runtime.conversation import writes as conversation_writes
-from fsm.runtime.conversation.judging import customer_message
-from fsm.runtime.review import Ruling, approved_binding, bound_records
-from fsm.store.people import outbox_keys
-from fsm.transcript import (
+from fsm.records.transcript import (
     ApprovalNote,
     AssistantText,
     CustomerAnswer,
@@ -77,6 +71,12 @@ from fsm.transcript import (
     ToolResult,
     UserMessage,
 )
+from fsm.runtime import claims, desk, gate, observe
+from fsm.runtime.context import RunMove, StepContext
+from fsm.runtime.conversation import writes as conversation_writes
+from fsm.runtime.conversation.judging import customer_message
+from fsm.runtime.review import Ruling, approved_binding, bound_records
+from fsm.store.people import outbox_keys
 
 #: Event columns that may hold text from the model or an exception (a refused tool name).
 _FREE_TEXT = ("tool", "event", "reason", "reviewer")
@@ -107,7 +107,7 @@ class Step:
         self.step = step
         self.expected_version = run.version
         self.started = started if started is not None else time.monotonic()
-        self.messages: list[dict[str, Any]] = []
+        self.messages: list[Message] = []
         self.events: list[Event] = []
         self.view: ViewRecord | None = None
         self.effects_done: dict[str, tuple[Any, str | None]] = {}
@@ -252,32 +252,32 @@ class Step:
             self.run.reason = None
 
     def message(self, msg: Message) -> None:
-        """Append ``msg`` to the step's new messages (kept as their stored JSON)."""
-        self.messages.append(msg.body())
+        """Append ``msg`` to the step's new messages."""
+        self.messages.append(msg)
 
-    # The two messages of nearly every step are written as their JSON at once (what
-    # ``make(...).body()`` gives, without the model in between).
+    # The two messages of nearly every step: made from the framework's own values, which
+    # need no validation (``make``).
 
     def assistant(self, action: Action, *, to_customer: bool = False) -> None:
         said = self.messages.append
         if action.final is not None and to_customer:
-            said(CustomerAnswer.body_of(content=action.final))
+            said(CustomerAnswer.make(content=action.final))
         elif action.final is not None:
-            said(FinalAnswer.body_of(final=action.final))
+            said(FinalAnswer.make(final=action.final))
         elif action.tool is not None:
             if action.text:
-                said(ToolCall.body_of(tool=action.tool, args=action.args, text=action.text))
+                said(ToolCall.make(tool=action.tool, args=action.args, text=action.text))
             else:
-                said(ToolCall.body_of(tool=action.tool, args=action.args))
+                said(ToolCall.make(tool=action.tool, args=action.args))
         else:
-            said(AssistantText.body_of(content=action.text or ""))
+            said(AssistantText.make(content=action.text or ""))
 
     def tool_result(self, tool: str, *, result: Any = None, error: str | None = None,
                     text: str | None = None) -> None:
         if error is not None:
-            self.messages.append(ToolError.body_of(tool=tool, error=error))
+            self.messages.append(ToolError.make(tool=tool, error=error))
         else:
-            self.messages.append(ToolResult.body_of(tool=tool, result=self._cap(result, text)))
+            self.messages.append(ToolResult.make(tool=tool, result=self._cap(result, text)))
 
     def _cap(self, result: Any, text: str | None = None) -> Any:
         """``result`` for the transcript, or an excerpt of it and the artifact that keeps
@@ -874,7 +874,7 @@ class Step:
                 self.was != "handed_over":
             log = self.ctx.store.events(run.run_id) if self.expected_version else []
             first = (self.ctx.transcripts.of(run.run_id)[:1] if self.expected_version
-                     else self.messages[:1])
+                     else [m.body() for m in self.messages[:1]])
             self.handover = desk.opened(spec, run, log, self.events,
                                         first[0] if first else None)
         if self.new_approval is not None:
@@ -929,7 +929,7 @@ class Step:
             # The step did not land: read the transcript from the store next time.
             transcripts.forget(self.run.run_id)
             raise
-        transcripts.extend(self.run.run_id, self.messages)
+        transcripts.extend(self.run.run_id, commit.message_dicts)
         if hooks is not None:
             observe.committed(hooks, self, commit, run)
         return run

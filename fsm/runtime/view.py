@@ -7,8 +7,8 @@ from typing import Any
 from fsm.definition.spec import ADVANCE, WorkflowSpec
 from fsm.policy import View
 from fsm.records import Compaction, ViewRecord, built
+from fsm.records.transcript import Summary
 from fsm.store.roles import RunReads
-from fsm.transcript import Summary
 
 
 def advance_schema(spec: WorkflowSpec, events: list[str]) -> dict[str, Any]:

@@ -127,7 +127,7 @@ class MemoryStore(MemoryDesk, Store):
                 update={"version": commit.expected_version + 1}, deep=True
             )
             self._runs[run_id] = new
-            self._messages[run_id].extend(copy.deepcopy(commit.messages))
+            self._messages[run_id].extend(copy.deepcopy(commit.message_dicts))
             if commit.view is not None:
                 self._views[run_id][commit.view.step] = commit.view.model_copy(deep=True)
             log = self._events[run_id]

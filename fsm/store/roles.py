@@ -90,7 +90,7 @@ class RunReads(Protocol):
     def messages(self, run_id: str, start: int = 0, end: int | None = None
                  ) -> list[dict[str, Any]]:
         """Transcript messages ``[start:end]`` as stored: their JSON objects (read them
-        as typed messages with :func:`fsm.transcript.read`)."""
+        as typed messages with :func:`fsm.records.transcript.read`)."""
 
     @abstractmethod
     def view_record(self, run_id: str, step: int | None = None) -> ViewRecord | None:

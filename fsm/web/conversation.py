@@ -32,11 +32,11 @@ from fsm.definition.spec import WorkflowSpec
 from fsm.errors import FSMError, InboxRefused, ReplyRefused, RunNotFound
 from fsm.records import Event, RunState, utc
 from fsm.records.conversation import REPLY_MAX, AwaitingCustomer, token_matches
+from fsm.records.transcript import CustomerReply, read_all
 from fsm.runtime.conversation.judging import asked_hash, summary
 from fsm.runtime.engine import Engine
 from fsm.store.base import Store
 from fsm.store.people import Refusal
-from fsm.transcript import CustomerReply, read_all
 from fsm.web.auth import Throttle
 from fsm.web.decisions import Workflows
 

@@ -25,10 +25,10 @@ from fsm.records import (
     fingerprint,
     state_path,
 )
+from fsm.records.transcript import Message, read_all
 from fsm.runtime.review import row_problem, row_subject, waiting_on
 from fsm.store.base import Store
 from fsm.store.people import Notification
-from fsm.transcript import Message, read_all
 from fsm.web.conversation import Said, asked, conversation
 from fsm.web.decisions import (
     Ask,

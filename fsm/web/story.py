@@ -16,8 +16,8 @@ from markupsafe import Markup, escape
 
 from fsm.definition.presentation import PLAIN, Presentation
 from fsm.records import Event, utc
+from fsm.records.transcript import ToolCall, read
 from fsm.store.roles import RunReads
-from fsm.transcript import ToolCall, read
 
 #: A tool call's arguments by step, read when the log does not carry them.
 ArgsAt = Callable[[int, str], dict[str, Any] | None]

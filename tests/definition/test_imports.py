@@ -48,6 +48,7 @@ MOVED = {
                                       "presentation", "money")},
     **{m: f"observability.{m}" for m in ("hooks", "otel", "telemetry", "metrics")},
     "customer": "records.conversation",
+    "transcript": "records.transcript",
 }
 
 

@@ -25,7 +25,7 @@ def test_python_block_runs(i: int) -> None:
 
 
 def test_the_transcript_reference_names_every_shape() -> None:
-    from fsm import transcript
+    from fsm.records import transcript
 
     text = PAGES[1].read_text()
     for cls in transcript._SHAPES:

@@ -15,6 +15,7 @@ import pytest
 from fsm import Engine, SQLiteStore, StoreError, open_store
 from fsm.auditor.audit import audit
 from fsm.records import StepCommit
+from fsm.records.transcript import read_all
 from fsm.store import Store
 from fsm.store.pg_schema import MIGRATIONS
 from fsm.store.postgres import PostgresStore
@@ -111,7 +112,7 @@ def test_a_connection_killed_mid_step_writes_nothing_and_the_run_resumes(
         before = (pg_store.load_run("k"), pg_store.messages("k"), pg_store.events("k"))
         step = StepCommit(run=run.model_copy(update={"step": 1, "message_count": 2}),
                           expected_version=run.version,
-                          messages=[{"role": "assistant", "content": "thinking"}])
+                          messages=read_all([{"role": "assistant", "content": "thinking"}]))
         failure: list[BaseException] = []
         with psycopg.connect(pg_url) as blocker:
             # Hold the run row so the commit waits inside its transaction, then kill it there.

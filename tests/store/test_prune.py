@@ -12,6 +12,7 @@ import storekit
 
 from fsm import RunState, SQLiteStore, Store
 from fsm.records import Event, ForkOrigin, Handover, StepCommit
+from fsm.records.transcript import read_all
 from fsm.store import open_store
 from fsm.store.prune import PRUNABLE, RUN_TABLES, prune
 from fsm.store.schema import MIGRATIONS
@@ -32,7 +33,8 @@ def _finished(store: Store, run_id: str, status: str, at: float, workflow: str =
         row = Handover(handover_id=f"h-{run_id}", run_id=run_id, workflow=workflow,
                        state="s", handed_at=at, cause="other", reason="r", **handover)
     return store.commit(StepCommit(
-        run=ended, expected_version=run.version, messages=[{"role": "user", "content": "x"}],
+        run=ended, expected_version=run.version,
+        messages=read_all([{"role": "user", "content": "x"}]),
         events=[Event(run_id=run_id, step=1, time=at, kind="stop",
                       detail={"status": status})], handover=row, subject="order 1"))
 

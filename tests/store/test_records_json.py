@@ -32,6 +32,7 @@ from fsm.records import (
     snapshot_json,
     verify_chain,
 )
+from fsm.records.transcript import read_all
 from fsm.store.columns import EVENT_COLUMNS, run_from
 
 
@@ -124,7 +125,7 @@ def test_a_commits_row_hashes_are_over_the_text_the_store_writes() -> None:
     messages = [{"role": "assistant", "tool": "t", "args": {"b": 1, "a": [1.5, None]}},
                 {"role": "tool", "tool": "t", "result": {"text": "ünïcode"}}]
     view = ViewRecord(step=1, state="s", tools=["t"], events=[], message_count=0)
-    c = StepCommit(run=run, expected_version=0, messages=messages, view=view)
+    c = StepCommit(run=run, expected_version=0, messages=read_all(messages), view=view)
     rows = covered_rows(c, 0)
     assert rows["snapshot"] == snapshot_hash(run)
     assert rows["messages"] == [0, 2, fingerprint(messages)]

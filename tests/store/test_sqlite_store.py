@@ -25,6 +25,7 @@ from fsm import (
 )
 from fsm.auditor.audit import audit
 from fsm.records import GENESIS, SCHEMA_VERSION, StepCommit, migrate
+from fsm.records.transcript import read_all
 from fsm.settings import Settings
 from fsm.store import open_store
 from fsm.store.schema import MIGRATIONS
@@ -118,7 +119,7 @@ def test_a_failing_statement_inside_a_commit_is_a_store_error_and_rolls_back(
     store._db.execute("CREATE TRIGGER no_messages BEFORE INSERT ON messages "
                       "BEGIN SELECT RAISE(ABORT, 'messages are refused here'); END")
     bad = StepCommit(run=run.model_copy(update={"message_count": 1, "state": "moved"}),
-                     expected_version=1, messages=[{"role": "user", "content": "x"}])
+                     expected_version=1, messages=read_all([{"role": "user", "content": "x"}]))
     with pytest.raises(StoreError, match="messages are refused here"):
         store.commit(bad)
     assert store.load_run("r1").version == 1 and store.load_run("r1").state == "s"

@@ -32,6 +32,7 @@ from fsm import (
     ViewRecord,
 )
 from fsm.records import GENESIS, ApprovalDecision, Compaction, StepCommit, fingerprint, verify_chain
+from fsm.records.transcript import ToolCall, UserMessage, read_all
 
 store = storekit.store  # the fixture: each test on every kind of store
 
@@ -64,7 +65,7 @@ def step_commit(run: RunState, step: int, *, messages: int = 2, **extra: Any) ->
         "step": step, "message_count": run.message_count + len(msgs),
         "updated_at": 1000.0 + step,
     })
-    return StepCommit(run=new, expected_version=run.version, messages=msgs, view=view,
+    return StepCommit(run=new, expected_version=run.version, messages=read_all(msgs), view=view,
                       events=[ev(run, "policy", step, cost_micros=5),
                               ev(run, "tool", step, tool="t", detail={"n": step})],
                       **extra)
@@ -73,7 +74,7 @@ def step_commit(run: RunState, step: int, *, messages: int = 2, **extra: Any) ->
 def created(store: Store, run_id: str = "r1") -> RunState:
     run = new_run(run_id)
     first = StepCommit(run=run.model_copy(update={"message_count": 1}), expected_version=0,
-                       messages=[{"role": "user", "content": "hello"}],
+                       messages=[UserMessage.make(content="hello")],
                        events=[ev(run, "start", 0)])
     return store.create_run(run, first)
 
@@ -237,7 +238,7 @@ def test_messages_keep_unicode_and_nested_json(store: Store) -> None:
     run = created(store)
     msg = {"role": "tool", "tool": "t", "result": {"text": "₹350 — done", "n": [1, {"x": None}]}}
     new = run.model_copy(update={"message_count": 2})
-    store.commit(StepCommit(run=new, expected_version=1, messages=[msg]))
+    store.commit(StepCommit(run=new, expected_version=1, messages=read_all([msg])))
     assert store.messages("r1", 1) == [msg]
 
 
@@ -598,7 +599,7 @@ def test_nul_characters_and_unicode_read_back_exactly(store: Store) -> None:
     with_odd = run.model_copy(update={"answer": odd, "facts": {"note": odd}})
     c = step_commit(with_odd, 1, messages=1, new_approval=approval(run).model_copy(
         update={"args": {"text": odd}}))
-    c.messages[0]["args"]["text"] = odd
+    c.messages[0] = ToolCall.make(tool="t", args={"step": 1, "i": 0, "text": odd})
     c.events[1].detail["text"] = odd
     store.claim_effect(effect().model_copy(update={"args": {"text": odd}}))
     c.effects_done["r1:1"] = ({"echo": odd}, None)

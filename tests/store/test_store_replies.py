@@ -15,6 +15,7 @@ from fsm import ConcurrentUpdate, MemoryStore, RunNotFound, RunState, SQLiteStor
 from fsm.errors import StoreError
 from fsm.records import Event, StepCommit
 from fsm.records.conversation import Reply
+from fsm.records.transcript import read_all
 from fsm.store import open_store
 
 store = storekit.store  # the fixture: each test on every kind of store
@@ -24,7 +25,7 @@ def created(store: Store, run_id: str = "r1", token_hash: str | None = None) -> 
     run = RunState(run_id=run_id, workflow="wf", definition_hash="d" * 16, user="asha",
                    state="talking", created_at=1000.0, updated_at=1000.0, message_count=1)
     first = StepCommit(run=run, expected_version=0,
-                       messages=[{"role": "user", "content": "hello"}],
+                       messages=read_all([{"role": "user", "content": "hello"}]),
                        events=[Event(run_id=run_id, step=0, time=1000.0, kind="start")],
                        token_hash=token_hash)
     return store.create_run(run, first)
@@ -39,7 +40,7 @@ def reading(run: RunState, *seqs: int) -> StepCommit:
     new = run.model_copy(update={"message_count": run.message_count + len(seqs),
                                  "updated_at": 1002.0})
     return StepCommit(run=new, expected_version=run.version, replies_read=list(seqs),
-                      messages=[{"role": "user", "content": f"r{s}"} for s in seqs],
+                      messages=read_all([{"role": "user", "content": f"r{s}"} for s in seqs]),
                       events=[Event(run_id=run.run_id, step=run.step, time=1002.0,
                                     kind="reply", detail={"seq": s}) for s in seqs])
 

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from fsm import Engine, SQLiteStore, Store
+from fsm.records.transcript import read_all
 from fsm.store import open_store
 from workflows.refund import Shop, build, clerk
 
@@ -175,7 +176,8 @@ def every_row(store: Store) -> None:
                                  "status": "awaiting_approval"})
     run = store.commit(StepCommit(
         run=one, expected_version=run.version,
-        messages=[{"role": "user", "content": "hi"}, {"role": "assistant", "final": "ok"}],
+        messages=read_all([{"role": "user", "content": "hi"},
+                           {"role": "assistant", "final": "ok"}]),
         view=ViewRecord(step=1, state="s", tools=[], events=[], message_count=0),
         events=[ev(1), ev(1)], artifacts={"a" * 64: "x" * 100},
         new_approval=Approval(approval_id="a1", run_id="r1", step=1, tool="pay",
@@ -188,7 +190,7 @@ def every_row(store: Store) -> None:
                                  "status": "running"})
     store.commit(StepCommit(
         run=two, expected_version=run.version,
-        messages=[{"role": "tool", "tool": "pay", "result": 1}], events=[ev(2)],
+        messages=read_all([{"role": "tool", "tool": "pay", "result": 1}]), events=[ev(2)],
         effects_done={"r1:1": ({"paid": 1}, None)}, replies_read=[1],
         decision=ApprovalDecision(approval_id="a1", decision="approved", reviewer="boss",
                                   note="fine", time=1002.0)))

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from fsm.definition.tools import ToolSpec
 from fsm.records import Effect, EventKind, RunState, Status, storable, text_hash
 from fsm.records.conversation import AwaitingCustomer, Confirmation, Reply
+from fsm.records.transcript import CustomerReply, Message, RuntimeNote
 from fsm.runtime.context import StepContext
 from fsm.runtime.conversation.judging import (
     Derived,
@@ -23,7 +24,6 @@ from fsm.runtime.conversation.judging import (
     is_bound,
     waiting_request,
 )
-from fsm.transcript import CustomerReply, Message, RuntimeNote
 
 
 class StepWriter(Protocol):
