@@ -15,11 +15,11 @@ TEST_WORKERS ?= auto
 # installed with apt when missing and the machine allows it (root, or sudo -n); otherwise
 # one line names what to install, and nothing else runs.
 system:
-	@$(PY) fsm/doctor.py --install
+	@$(PY) fsm/cli/system/doctor.py --install
 
 # What is present and what is missing: Python, dot, Chromium, PostgreSQL.
 doctor:
-	@$(PY) fsm/doctor.py --venv-python $(BIN)/python
+	@$(PY) fsm/cli/system/doctor.py --venv-python $(BIN)/python
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)

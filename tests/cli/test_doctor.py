@@ -1,4 +1,4 @@
-"""``make system`` and ``make doctor`` (``fsm/doctor.py``): what a machine has, what it
+"""``make system`` and ``make doctor`` (``fsm/cli/system/doctor.py``): what a machine has, what it
 lacks, and installing the missing system packages or saying in one line how."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from paths import ROOT
 
-from fsm import doctor
-from fsm.doctor import Finding
+from fsm.cli.system import doctor
+from fsm.cli.system.doctor import Finding
 
-DOCTOR = str(ROOT / "fsm" / "doctor.py")
+DOCTOR = str(ROOT / "fsm" / "cli" / "system" / "doctor.py")
 
 
 def test_the_report_names_every_requirement_and_what_was_found() -> None:
@@ -86,7 +86,7 @@ def test_nothing_missing_installs_nothing(monkeypatch: pytest.MonkeyPatch) -> No
 def test_make_system_runs_the_same_step_in_ci() -> None:
     assert "make system" in (ROOT / ".ci" / "run").read_text()
     makefile = (ROOT / "Makefile").read_text()
-    assert "\t@$(PY) fsm/doctor.py --install" in makefile
+    assert "\t@$(PY) fsm/cli/system/doctor.py --install" in makefile
     for target in ("demo", "test", "test-core"):
         assert f"\n{target}: system " in makefile
 

@@ -24,7 +24,7 @@ from fsm.store.pg_session import Timeouts
 #: command's entry point, which reads ``FSM_FAULT`` (the fault-injection hook of crash
 #: tests) and the standard ``OTEL_*`` variables (the tracing hook) once, as it starts;
 #: ``fsm users --password-env NAME``, which reads the variable the user names.
-BOUNDARY = {"fsm/settings.py", "fsm/doctor.py", "fsm/cli/__init__.py", "fsm/cli/web.py"}
+BOUNDARY = {"fsm/settings.py", "fsm/cli/system/doctor.py", "fsm/cli/__init__.py", "fsm/cli/web.py"}
 
 
 def _reads_environment(node: ast.AST) -> bool:

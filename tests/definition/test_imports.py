@@ -49,6 +49,7 @@ MOVED = {
     **{m: f"observability.{m}" for m in ("hooks", "otel", "telemetry", "metrics")},
     "customer": "records.conversation",
     "transcript": "records.transcript",
+    "doctor": "cli.system.doctor",
 }
 
 

@@ -14,7 +14,7 @@ from paths import ROOT
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from web_server import ACCOUNTS, Inbox, make_inbox
 
-from fsm.doctor import chromium_path
+from fsm.cli.system.doctor import chromium_path
 
 CHROMIUM = chromium_path()  # /usr/bin/chromium, or FSM_CHROMIUM
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
