@@ -27,8 +27,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from fsm._location import DEFAULT_DB
 from fsm.errors import SettingsError
-from fsm.location import DEFAULT_DB
 
 #: Set inside :meth:`Settings.of`: the environment is not read.
 _ARGUMENTS_ONLY: ContextVar[bool] = ContextVar("fsm_settings_arguments_only", default=False)

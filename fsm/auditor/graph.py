@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fsm._reach import path_to, reach
 from fsm.auditor.diagram import CUSTOMER, MODEL, PERSON, TOOL_PREFIX, Diagram, Node
-from fsm.reach import path_to, reach
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
+from fsm._reach import closure, path_to, reach
 from fsm.auditor.diagram import PERSON, Diagram
 from fsm.auditor.graph import Graph, Move
-from fsm.reach import closure, path_to, reach
 
 #: Field name of an invariant → the kind of name it holds.
 _KINDS = {"tool": "tools", "state": "states", "states": "states", "event": "events",

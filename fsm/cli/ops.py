@@ -317,7 +317,7 @@ def _how_to_continue(run: RunState) -> str:
 def _decide(run_id: str, approved: bool, reviewer: str, note: str, db: str | None,
             as_json: bool, event: str | None = None, no_drive: bool = False,
             sets: list[str] | None = None) -> None:
-    from fsm.names import is_blank
+    from fsm._names import is_blank
 
     if is_blank(reviewer):
         raise UsageError("--reviewer must name who decides, not be empty")
@@ -408,7 +408,7 @@ def deny_cmd(
     as_json: bool = JsonOpt,
 ) -> None:
     """Deny what a paused run waits for, then continue it in this process."""
-    from fsm.names import is_blank
+    from fsm._names import is_blank
 
     if is_blank(note):
         raise UsageError("--note must say why the request is denied (spaces and invisible "

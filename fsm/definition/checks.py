@@ -12,10 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fsm._reach import closure
 from fsm.definition.conversation_checks import conversation_problems
 from fsm.definition.guards import Guard
 from fsm.definition.tools import ADVANCE, ToolSpec
-from fsm.reach import closure
 
 
 class Tables(BaseModel):

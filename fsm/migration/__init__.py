@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from fsm._names import name_problem
 from fsm.definition.spec import WorkflowSpec
 from fsm.errors import (
     ConcurrentUpdate,
@@ -37,7 +38,6 @@ from fsm.migration.plan import (
     run_waits_for,
     state_waits_for,
 )
-from fsm.names import name_problem
 from fsm.records import FINAL_STATUSES, Event, RunState
 from fsm.runtime.migrating import move_run
 from fsm.store.base import Store

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from fsm.names import is_blank
+from fsm._names import is_blank
 
 #: The longest reply a customer may send, in characters.
 REPLY_MAX = 4000

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from fsm._names import name_problem, same_person
 from fsm.definition.spec import WorkflowSpec
 from fsm.errors import (
     ApprovalAlreadyDecided,
@@ -21,7 +22,6 @@ from fsm.errors import (
     ApprovalStale,
     NothingPending,
 )
-from fsm.names import name_problem, same_person
 from fsm.records import (
     Approval,
     CallAwaitingApproval,

@@ -3,8 +3,8 @@ in-memory for tests. :func:`open_store` picks one from a URL."""
 
 from __future__ import annotations
 
+from fsm._location import default_db_path
 from fsm.errors import StoreError
-from fsm.location import default_db_path
 from fsm.settings import Settings
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.memory import MemoryStore

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from fsm._names import is_blank
 from fsm.definition.presentation import PLAIN
 from fsm.definition.registry import load_workflow
 from fsm.definition.spec import WorkflowSpec
@@ -31,7 +32,6 @@ from fsm.errors import (
     NothingPending,
     RunLocked,
 )
-from fsm.names import is_blank
 from fsm.observability.hooks import Hooks, in_scope
 from fsm.records import (
     Approval,

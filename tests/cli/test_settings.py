@@ -159,8 +159,8 @@ def test_the_library_defaults_are_the_settings_defaults(tmp_path: Path) -> None:
     import inspect
 
     from fsm import Retry, SQLiteStore
+    from fsm._location import DEFAULT_DB
     from fsm.auditor.render import DOT_TIMEOUT
-    from fsm.location import DEFAULT_DB
     from fsm.store.postgres import DEFAULT_POOL
     from fsm.web.auth import SESSION_SECONDS
     from fsm.web.notify import Notifier

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_inproc import Cli, Result
 
-from fsm.names import is_blank, name_problem, same_person, skeleton
+from fsm._names import is_blank, name_problem, same_person, skeleton
 from workflows.refund.shop import Shop
 
 

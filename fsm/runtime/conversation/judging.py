@@ -14,10 +14,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fsm._reach import reach
 from fsm.definition.spec import WorkflowSpec
 from fsm.definition.tools import ToolSpec
 from fsm.errors import validation_summary
-from fsm.reach import reach
 from fsm.records import RunState, call_subject, canonical, describe, fingerprint, shown
 from fsm.records.conversation import AwaitingCustomer, Confirmation, Reply
 
