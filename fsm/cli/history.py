@@ -10,6 +10,8 @@ from .context import fmt_time
 
 # Annotations only: ``fsm --help`` must not import the records and the spec.
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from fsm.definition.spec import WorkflowSpec
     from fsm.records import Event
 
@@ -79,35 +81,60 @@ def _policy(e: Event) -> str | None:
 
 
 def _detail(spec: WorkflowSpec, e: Event, result: str) -> str:
-    d = e.detail
-    if e.kind == "decision":
-        note = d.get("note") or ""
-        return f"{verdict(spec, str(d.get('decision', '')))}" + (f": {note}" if note else "")
-    if e.kind == "tool":
-        args = _args(d["args"]) if isinstance(d.get("args"), dict) else ""
-        shown = f"({args})" if args else ""
-        if d.get("replayed"):
-            shown += " replayed"
-        if isinstance(d.get("confirmed"), dict):
-            shown += f" confirmed by reply {d['confirmed'].get('reply')}"
-        return f"{shown} → {result}" if result else shown
-    if e.kind == "budget":
-        changes = d.get("changes") or {}
-        return ", ".join(f"{k} {v[0]} → {v[1]}" for k, v in sorted(changes.items()))
-    if e.kind == "migrated":
-        moved = {k: v for k, v in (d.get("map") or {}).items() if k != v}
-        return (f"version {d.get('from_version')} → {d.get('to_version')}"
-                + (f", {_args(moved)}" if moved else "") + f" (by {d.get('by')})")
-    if e.kind == "pause" and isinstance(d.get("args"), dict):
-        return f"waits for a person ({_args(d['args'])})"
-    if e.kind == "close":  # the desk closed a handover
-        resumed = f" with {d['event']}" if d.get("event") else ""
-        return f"{d.get('outcome')}{resumed}: {d.get('note') or ''}"
-    if e.kind == "claim":
-        bound = d.get("bound")
-        approval = bound.get("approval") if isinstance(bound, dict) else None
-        return f"key {d.get('key')}" + (f", bound to approval {approval}" if approval else "")
-    return e.reason or ""
+    """What the history's detail column says of ``e`` (``result``: a tool call's)."""
+    if e.kind == "pause" and not isinstance(e.detail.get("args"), dict):
+        return e.reason or ""
+    told = _DETAILS.get(e.kind)
+    return told(spec, e.detail, result) if told is not None else e.reason or ""
+
+
+def _decision(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
+    note = d.get("note") or ""
+    return f"{verdict(spec, str(d.get('decision', '')))}" + (f": {note}" if note else "")
+
+
+def _tool(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
+    args = _args(d["args"]) if isinstance(d.get("args"), dict) else ""
+    shown = f"({args})" if args else ""
+    if d.get("replayed"):
+        shown += " replayed"
+    if isinstance(d.get("confirmed"), dict):
+        shown += f" confirmed by reply {d['confirmed'].get('reply')}"
+    return f"{shown} → {result}" if result else shown
+
+
+def _budget(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
+    changes = d.get("changes") or {}
+    return ", ".join(f"{k} {v[0]} → {v[1]}" for k, v in sorted(changes.items()))
+
+
+def _migrated(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
+    moved = {k: v for k, v in (d.get("map") or {}).items() if k != v}
+    return (f"version {d.get('from_version')} → {d.get('to_version')}"
+            + (f", {_args(moved)}" if moved else "") + f" (by {d.get('by')})")
+
+
+def _pause(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
+    return f"waits for a person ({_args(d['args'])})"
+
+
+def _close(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
+    """The desk closed a handover."""
+    resumed = f" with {d['event']}" if d.get("event") else ""
+    return f"{d.get('outcome')}{resumed}: {d.get('note') or ''}"
+
+
+def _claim(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
+    bound = d.get("bound")
+    approval = bound.get("approval") if isinstance(bound, dict) else None
+    return f"key {d.get('key')}" + (f", bound to approval {approval}" if approval else "")
+
+
+#: How the detail of an event of each kind is told (the others show their reason).
+_DETAILS: dict[str, Callable[[WorkflowSpec, dict[str, Any], str], str]] = {
+    "decision": _decision, "tool": _tool, "budget": _budget, "migrated": _migrated,
+    "pause": _pause, "close": _close, "claim": _claim,
+}
 
 
 _CUSTOMER_KINDS = ("ask", "reply", "unanswered")
@@ -146,19 +173,9 @@ def history_rows(spec: WorkflowSpec, events: list[Event], messages: list[dict[st
     rows = []
     for e in events:
         result = results.next(e.tool) if _consumes_result(e) else ""
-        detail: str | None
-        if e.kind in _CUSTOMER_KINDS:
-            detail = _customer(e, said)
-        elif e.kind == "policy":
-            detail = _policy(e)
-            if detail is None and not verbose:
-                continue
-        elif e.kind == "refusal":
-            detail = e.reason or ""
-        else:
-            detail = _detail(spec, e, result)
-        if e.kind == "stop" and e.reason:
-            detail = e.reason
+        detail = _told(spec, e, result, said)
+        if detail is None and not verbose:
+            continue  # a policy call that cost nothing
         move = e.state_before or ""
         if e.state_after and e.state_after != e.state_before:
             move = f"{e.state_before or ''} → {e.state_after}"
@@ -166,3 +183,16 @@ def history_rows(spec: WorkflowSpec, events: list[Event], messages: list[dict[st
         rows.append([e.step, fmt_time(e.time), e.kind, move, _subject(spec, e), detail or "",
                      cost, e.reviewer or ""])
     return rows
+
+
+def _told(spec: WorkflowSpec, e: Event, result: str, said: dict[Any, str]) -> str | None:
+    """The detail column of ``e``; ``None`` for a policy call that cost nothing."""
+    if e.kind == "stop" and e.reason:
+        return e.reason
+    if e.kind in _CUSTOMER_KINDS:
+        return _customer(e, said)
+    if e.kind == "policy":
+        return _policy(e)
+    if e.kind == "refusal":
+        return e.reason or ""
+    return _detail(spec, e, result)

@@ -10,6 +10,7 @@ import typer
 from fsm.errors import RowDamaged, RunError, UsageError
 
 if TYPE_CHECKING:  # ``fsm --help`` must not import pydantic's models
+    from fsm.records import RunState
     from fsm.records.transcript import Message
 
 from . import exits
@@ -63,32 +64,43 @@ def runs_cmd(
         more = not show_all and len(page) > limit
         runs = page if show_all else page[:limit]
         labels = store.version_labels(r.definition_hash for r in runs)
-    rows: list[dict[str, Any]] = [{
-        "run_id": r.run_id, "workflow": r.workflow, "version": labels[r.definition_hash],
-        "definition_hash": r.definition_hash, "user": r.user, "status": r.status,
-        "state": r.state, "steps": r.used.steps, "cost_micros": r.used.cost_micros,
-        "updated": fmt_time(r.updated_at), "reason": r.reason,
-        "forked_from": None if r.forked_from is None else
-        {"run_id": r.forked_from.run_id, "step": r.forked_from.step},
-    } for r in runs]
+    rows = [_run_row(r, labels[r.definition_hash]) for r in runs]
     if as_json:
         print_json(rows)
         return
-    cols = ["run_id", "workflow", "version", "user", "status", "state", "steps", "cost_micros",
-            "updated", "reason"]
-    table = [[row[c] for c in cols] for row in rows]
-    if any(row["forked_from"] for row in rows):  # forks name their parent and its step
-        cols.append("forked_from")
-        for line, row in zip(table, rows, strict=True):
-            origin = row["forked_from"]
-            line.append(f"{origin['run_id']} @ step {origin['step']}" if origin else "")
-    print_table(None, cols, table)
+    _print_runs(rows)
     if more:
         console.print(f"runs {offset + 1}-{offset + len(rows)}, newest first; more with "
                       f"--offset {offset + len(rows)} or --all", markup=False)
     elif not rows:
         console.print("no runs" + (" match" if status or workflow or offset else ""),
                       markup=False)
+
+
+def _run_row(r: RunState, version: str) -> dict[str, Any]:
+    """One run as ``fsm runs --json`` lists it."""
+    origin = r.forked_from
+    return {
+        "run_id": r.run_id, "workflow": r.workflow, "version": version,
+        "definition_hash": r.definition_hash, "user": r.user, "status": r.status,
+        "state": r.state, "steps": r.used.steps, "cost_micros": r.used.cost_micros,
+        "updated": fmt_time(r.updated_at), "reason": r.reason,
+        "forked_from": None if origin is None else {"run_id": origin.run_id,
+                                                    "step": origin.step},
+    }
+
+
+def _print_runs(rows: list[dict[str, Any]]) -> None:
+    """The runs' table; forks name their parent and its step."""
+    cols = ["run_id", "workflow", "version", "user", "status", "state", "steps", "cost_micros",
+            "updated", "reason"]
+    table = [[row[c] for c in cols] for row in rows]
+    if any(row["forked_from"] for row in rows):
+        cols.append("forked_from")
+        for line, row in zip(table, rows, strict=True):
+            origin = row["forked_from"]
+            line.append(f"{origin['run_id']} @ step {origin['step']}" if origin else "")
+    print_table(None, cols, table)
 
 
 def approvals_cmd(ctx: typer.Context, db: str | None = DbOpt, as_json: bool = JsonOpt) -> None:
