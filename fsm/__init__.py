@@ -10,6 +10,7 @@ if _TYPE_CHECKING:
     from fsm.agent import Agent, Tool
     from fsm.definition.money import Currency
     from fsm.definition.presentation import Presentation
+    from fsm.definition.sources import IDEMPOTENCY_META_KEY, ToolServer
     from fsm.definition.spec import ADVANCE, Guard, WorkflowSpec, define_workflow, guard
     from fsm.definition.tools import NoArgs, ToolContext, ToolSpec
     from fsm.errors import (
@@ -86,7 +87,6 @@ if _TYPE_CHECKING:
     from fsm.runtime.view import view_at
     from fsm.sandbox import evaluate, load_suite, replay
     from fsm.settings import Settings
-    from fsm.sources import IDEMPOTENCY_META_KEY, ToolServer
     from fsm.store import open_store
     from fsm.store.base import Store
     from fsm.store.memory import MemoryStore
@@ -113,7 +113,7 @@ _MODULES = {
         "SettingsError", "SigningKeyError", "UnreadableFile",
     ),
     "fsm.observability.hooks": ("Hooks",),
-    "fsm.sources": ("IDEMPOTENCY_META_KEY", "ToolServer"),
+    "fsm.definition.sources": ("IDEMPOTENCY_META_KEY", "ToolServer"),
     "fsm.definition.money": ("Currency",),
     "fsm.migration": ("Migration", "Plan", "migrate", "plan_migration"),
     "fsm.migration.history": ("HistoryReport", "check_history"),

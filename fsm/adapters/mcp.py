@@ -11,7 +11,7 @@
 
 :func:`stdio_server` runs a server as a child process (a command, its arguments and
 environment); :func:`http_server` reaches one over streamable HTTP on loopback. Both
-return a :class:`~fsm.sources.ToolServer` whose source is an :class:`McpServer`.
+return a :class:`~fsm.definition.sources.ToolServer` whose source is an :class:`McpServer`.
 
 An :class:`McpServer` is started lazily (the first ``tools/list`` or call), reused by
 every run of the process, restarted after it fails, and stopped when the process exits,
@@ -44,9 +44,9 @@ from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, TextIO, TypeVar, cast
 from urllib.parse import urlsplit
 
+from fsm.definition.sources import RemoteResult, RemoteTool, ToolServer
 from fsm.definition.tools import ToolContext
 from fsm.errors import Unavailable, UsageError
-from fsm.sources import RemoteResult, RemoteTool, ToolServer
 
 __all__ = ["McpServer", "http_server", "stdio_server"]
 
@@ -152,7 +152,7 @@ class _Connection:
 
 
 class McpServer:
-    """A connection to one MCP server, implementing :class:`~fsm.sources.ToolSource`.
+    """A connection to one MCP server, implementing :class:`~fsm.definition.sources.ToolSource`.
 
     Give ``command`` (with ``args``, ``env`` added to a minimal inherited environment,
     ``cwd``) for a stdio server, or ``url`` for a streamable-HTTP server on loopback.
@@ -362,7 +362,7 @@ def stdio_server(name: str, command: str, *args: str, env: Mapping[str, str] | N
                  options: Mapping[str, Mapping[str, Any]] | None = None,
                  answer: Callable[[Any], Any] | None = None) -> ToolServer:
     """An MCP server run as a child process over stdio, as a workflow uses it (see
-    :class:`~fsm.sources.ToolServer` for ``reads`` ... ``answer``)."""
+    :class:`~fsm.definition.sources.ToolServer` for ``reads`` ... ``answer``)."""
     source = McpServer(name, command=command, args=args, env=env, cwd=cwd, timeout=timeout)
     return _server(source, reads, accept_hints, retry_safe, supplied, options, answer)
 

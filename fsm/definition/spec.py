@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from fsm.definition.checks import Check, Tables, quoted
 from fsm.definition.guards import Guard, guard
 from fsm.definition.presentation import PLAIN, Presentation
+from fsm.definition.sources import ToolServer, resolve
 from fsm.definition.tools import ADVANCE, ToolSpec
 from fsm.errors import WorkflowDefinitionError, validation_problems
-from fsm.sources import ToolServer, resolve
 
 __all__ = ["ADVANCE", "HASHED_FIELDS", "HASHED_WHEN_SET", "UNHASHED_FIELDS", "Guard",
            "WorkflowSpec", "define_workflow", "guard"]
@@ -107,9 +107,9 @@ class WorkflowSpec(BaseModel):
     #: The customer event fired when the customer does not reply in time.
     reply_expiry_event: str | None = None
     #: server name → its pin: the hash of its whole tool list and the names it lists (see
-    #: :mod:`fsm.sources`). A server whose tools change is a new definition.
+    #: :mod:`fsm.definition.sources`). A server whose tools change is a new definition.
     servers: dict[str, dict[str, Any]] = {}
-    #: The :class:`~fsm.sources.ToolServer` objects the tools call through.
+    #: The :class:`~fsm.definition.sources.ToolServer` objects the tools call through.
     tool_servers: tuple[Any, ...] = ()
     #: The writes of a run depend on one another: one that fails after another succeeded
     #: leaves the world half done, and the run is handed over (see ``define_workflow``).
@@ -315,7 +315,7 @@ def define_workflow(
     workflow importable beside it, so that runs started on them resume on them (new runs
     start on this one).
 
-    ``servers`` names tool servers (:class:`~fsm.sources.ToolServer`, e.g. from
+    ``servers`` names tool servers (:class:`~fsm.definition.sources.ToolServer`, e.g. from
     :mod:`fsm.adapters.mcp`): their tools are listed now, pinned in the definition hash,
     and named in ``tools_by_state`` as ``server.tool`` or by the bare name one server alone
     lists.

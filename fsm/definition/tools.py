@@ -127,7 +127,7 @@ class ToolSpec:
     #: then fails).
     always_emits: bool = False
     #: Where a tool from a server comes from (``server``, the server's ``tool`` name, its
-    #: ``annotations``, the ``supplied`` arguments): set by :mod:`fsm.sources`, ``None``
+    #: ``annotations``, the ``supplied`` arguments): set by :mod:`fsm.definition.sources`, ``None``
     #: for a Python tool.
     origin: Mapping[str, Any] | None = None
 

@@ -45,7 +45,7 @@ def test_the_circle_finder_finds_a_circle() -> None:
 MOVED = {
     **{m: f"definition.{m}" for m in ("spec", "checks", "conversation_checks", "machine",
                                       "guards", "tools", "versions", "registry",
-                                      "presentation", "money")},
+                                      "presentation", "money", "sources")},
     **{m: f"observability.{m}" for m in ("hooks", "otel", "telemetry", "metrics")},
     "customer": "records.conversation",
     "transcript": "records.transcript",

@@ -24,8 +24,8 @@ from fsm import Engine, MemoryStore, SQLiteStore, define_workflow
 from fsm.adapters.mcp import McpServer, stdio_server
 from fsm.auditor.audit import audit
 from fsm.auditor.diagram import extract
+from fsm.definition.sources import IDEMPOTENCY_META_KEY
 from fsm.errors import ServerChanged, Unavailable, WorkflowDefinitionError
-from fsm.sources import IDEMPOTENCY_META_KEY
 from fsm.testing import ScriptedPolicy
 
 

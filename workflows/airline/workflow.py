@@ -37,8 +37,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fsm import Guard, Presentation, WorkflowSpec, define_workflow
+from fsm.definition.sources import ToolServer
 from fsm.errors import UsageError
-from fsm.sources import ToolServer
 from workflows.airline import facts as remembered
 from workflows.airline import rules
 from workflows.retail.workflow import interpret as retail_interpret
