@@ -233,8 +233,11 @@ def test_a_protocol_error_is_unavailable_with_the_servers_stderr_and_it_is_resta
     server.close()
 
 
-def _loop_threads() -> list[str]:
-    return sorted(t.name for t in threading.enumerate() if t.name.startswith("fsm-mcp-"))
+def _loop_threads(before: set[threading.Thread]) -> list[str]:
+    """The MCP loop threads started since ``before`` and still running (another test of
+    this process may have left servers of its own)."""
+    return sorted(t.name for t in set(threading.enumerate()) - before
+                  if t.name.startswith("fsm-mcp-"))
 
 
 def test_each_server_owns_its_loop_and_stops_it_on_close_or_when_it_goes(
@@ -242,16 +245,17 @@ def test_each_server_owns_its_loop_and_stops_it_on_close_or_when_it_goes(
     """No loop or server list is kept for the process: a server's connection lives on its
     own loop thread, which its close stops, and so does the end of the object; a forked
     child starts its own connection (the parent's stays the parent's)."""
+    before = set(threading.enumerate())
     one = retail(tmp_path / "one").source
     two = retail(tmp_path / "two").source
-    assert _loop_threads() == []  # started lazily
+    assert _loop_threads(before) == []  # started lazily
     assert one.call("calculate", {"expression": "1+1"}).value["parsed_content"] == 2.0
     assert two.call("calculate", {"expression": "2+2"}).value["parsed_content"] == 4.0
-    assert _loop_threads() == ["fsm-mcp-retail", "fsm-mcp-retail"]
+    assert _loop_threads(before) == ["fsm-mcp-retail", "fsm-mcp-retail"]
     one.close()
-    assert _loop_threads() == ["fsm-mcp-retail"]
+    assert _loop_threads(before) == ["fsm-mcp-retail"]
     assert one.call("calculate", {"expression": "3+3"}).value["parsed_content"] == 6.0
-    assert one.starts == 2 and _loop_threads() == ["fsm-mcp-retail", "fsm-mcp-retail"]
+    assert one.starts == 2 and _loop_threads(before) == ["fsm-mcp-retail", "fsm-mcp-retail"]
 
     reader, writer = os.pipe()
     with warnings.catch_warnings():  # the child touches no lock a loop thread holds
@@ -274,6 +278,6 @@ def test_each_server_owns_its_loop_and_stops_it_on_close_or_when_it_goes(
 
     del two
     gc.collect()
-    assert _loop_threads() == ["fsm-mcp-retail"]  # two's ended with it
+    assert _loop_threads(before) == ["fsm-mcp-retail"]  # two's ended with it
     one.close()
-    assert _loop_threads() == []
+    assert _loop_threads(before) == []
