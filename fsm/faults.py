@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import signal
+import warnings
 from collections.abc import Mapping
 
 from fsm.errors import UsageError
@@ -32,6 +33,7 @@ from fsm.observability.hooks import (
     PolicyCallInfo,
     ToolCallInfo,
     ToolResultInfo,
+    adopt,
     in_scope,
 )
 
@@ -87,6 +89,18 @@ def from_environ(environ: Mapping[str, str]) -> FaultInjector | None:
     """The injector ``FSM_FAULT`` in ``environ`` asks for, or ``None`` when it is unset."""
     spec = environ.get(NAME, "")
     return FaultInjector(spec) if spec.strip() else None
+
+
+def install(injector: FaultInjector | None) -> None:
+    """Deprecated: scope the injector where engines are made
+    (``with fsm.observability.hooks.scope(injector): ...``). Makes ``injector`` the fault
+    points in scope for the rest of this thread or task (``None``: none), in place of the
+    one put there before."""
+    warnings.warn("fsm.faults.install is deprecated; scope the injector where engines are "
+                  "made: with fsm.observability.hooks.scope(injector): ...",
+                  DeprecationWarning, stacklevel=2)
+    kept = [h for h in in_scope() if not isinstance(h, FaultInjector)]
+    adopt([*kept, *([injector] if injector is not None else [])])
 
 
 def fault(point: str, step: int) -> None:

@@ -47,7 +47,7 @@ from fsm.errors import (
     Unavailable,
     WorkflowNotFound,
 )
-from fsm.observability.hooks import CommitInfo, Hooks, adopt, in_scope
+from fsm.observability.hooks import CommitInfo, Hooks, adopt, in_scope, scope
 from fsm.observability.metrics import RunMetrics, registry_for, serve
 from fsm.records import (
     FINAL_STATUSES,
@@ -174,7 +174,13 @@ class Worker:
     # -- the loop -------------------------------------------------------------------
 
     def run(self) -> None:
-        """Claim and drive runs until :meth:`stop`; then wait for the runs in flight."""
+        """Claim and drive runs until :meth:`stop`; then wait for the runs in flight. The
+        worker's hooks are the ones in scope here (its sweeps, the fault points of the
+        stores), whichever thread runs it."""
+        with scope(*self.hooks, alone=True):
+            self._run()
+
+    def _run(self) -> None:
         listening = threading.Event()
         pushed = self.store.subscribe(self._wake, listening)
         self.say(f"started (concurrency {self.config.concurrency}, "

@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from fsm.errors import FSMError
-from fsm.observability.hooks import adopt
+from fsm.observability.hooks import adopt, scope
 from fsm.records import RunState
 from fsm.runtime.driving import Done, answered_async
 from fsm.store.base import Claimed
@@ -48,8 +48,10 @@ class AsyncWorker(Worker):
         return not (self._stopping.is_set() and run.status == "running")
 
     def run(self) -> None:
-        """Claim and drive runs until :meth:`stop`; then wait for the runs in flight."""
-        asyncio.run(self._main())
+        """Claim and drive runs until :meth:`stop`; then wait for the runs in flight (the
+        worker's hooks in scope, as :meth:`Worker.run <fsm.worker.Worker.run>` has them)."""
+        with scope(*self.hooks, alone=True):
+            asyncio.run(self._main())
 
     def _threads(self) -> int:
         if self.config.threads is not None:

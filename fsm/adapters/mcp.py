@@ -57,55 +57,89 @@ LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 class _Loop:
-    """An asyncio loop in a daemon thread: a server's connection lives on it."""
+    """An asyncio loop in a daemon thread: a server's connection lives on it. The thread
+    closes its loop when the loop stops."""
 
     def __init__(self, name: str) -> None:
         self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name=f"fsm-mcp-{name}",
+        self.thread = threading.Thread(target=self._serve, name=f"fsm-mcp-{name}",
                                        daemon=True)
         self.thread.start()
 
-    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        if not self.thread.is_alive():
+    def _serve(self) -> None:
+        try:
+            self.loop.run_forever()
+        finally:
             self.loop.close()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
+        try:
+            done = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        except RuntimeError:  # stopped and closed meanwhile (the server was closed)
+            coro.close()
+            raise
+        return done.result(timeout)
+
+    def end(self, last: Coroutine[Any, Any, None] | None, *, wait: bool) -> None:
+        """Run ``last`` (at most 30 s), then stop the loop; with ``wait``, wait for the
+        thread to end (never on the loop's own thread)."""
+        async def ending() -> None:
+            if last is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(last, 30)
+            asyncio.get_running_loop().stop()
+
+        step = ending()
+        try:
+            asyncio.run_coroutine_threadsafe(step, self.loop)
+        except RuntimeError:  # closed already
+            step.close()
+            if last is not None:
+                last.close()
+            return
+        if wait and threading.current_thread() is not self.thread:
+            self.thread.join(40)
 
 
 class _Live:
     """What a server holds in this process: its loop, and its connection when one is open.
     Kept apart from the :class:`McpServer`, so that the server's finalizer (which runs at
-    exit too) can close them."""
+    exit too) can end them."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.pid = os.getpid()
         self.loop: _Loop | None = None
         self.conn: _Connection | None = None
+        self._lock = threading.Lock()
+
+    def here(self) -> _Loop:
+        """This process's loop for the server, started now if there is none."""
+        with self._lock:
+            if self.pid != os.getpid():
+                # A forked child: the parent's loop thread and pipes are not here.
+                self.pid, self.loop, self.conn = os.getpid(), None, None
+            if self.loop is None:
+                self.loop = _Loop(self.name)
+            return self.loop
 
     def run(self, coro: Coroutine[Any, Any, T], timeout: float) -> T:
-        if self.pid != os.getpid():
-            # A forked child: the parent's loop thread and pipes are not here.
-            self.pid, self.loop, self.conn = os.getpid(), None, None
-        if self.loop is None:
-            self.loop = _Loop(self.name)
-        return self.loop.run(coro, timeout)
+        return self.here().run(coro, timeout)
 
-    def close(self) -> None:
-        """Stop the connection and the loop (in the process that made them)."""
-        if self.pid != os.getpid():
-            return
-        conn, loop = self.conn, self.loop
-        self.conn = self.loop = None
-        if loop is None:
-            return
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                loop.run(conn.close(), 30)
-        loop.stop()
+    def current(self) -> _Loop | None:
+        """This process's loop for the server, if it has one now (none is started)."""
+        with self._lock:
+            return self.loop if self.pid == os.getpid() else None
+
+    def end(self, *, wait: bool) -> None:
+        """Close the connection and stop the loop (in the process that made them)."""
+        with self._lock:
+            if self.pid != os.getpid():
+                return
+            conn, loop = self.conn, self.loop
+            self.conn = self.loop = None
+        if loop is not None:
+            loop.end(conn.close() if conn is not None else None, wait=wait)
 
 
 class _Connection:
@@ -271,13 +305,15 @@ class McpServer:
             self._stop(conn)
 
     def _stop(self, conn: _Connection) -> None:
-        with contextlib.suppress(Exception):
-            self._live.run(conn.close(), 30)
+        loop = self._live.current()  # a closed server's connection went with its loop
+        if loop is not None:
+            with contextlib.suppress(Exception):
+                loop.run(conn.close(), 30)
 
     def close(self) -> None:
         """Stop the server (its process, if this process started one) and its loop."""
         with self._lock:
-            self._live.close()
+            self._live.end(wait=True)
 
     def _unavailable(self, what: str, exc: BaseException) -> Unavailable:
         reason = _reason(exc)
@@ -293,8 +329,12 @@ async def _within(coro: Coroutine[Any, Any, T], seconds: float) -> T:
 
 
 def _ended(live: _Live, stderr: Any) -> None:
-    live.close()
-    _discard(stderr)
+    """The server object went (or the process exits): end its connection and loop. The
+    collector may run this on any thread: only the main thread waits for the end."""
+    try:
+        live.end(wait=threading.current_thread() is threading.main_thread())
+    finally:
+        _discard(stderr)
 
 
 def _discard(file: Any) -> None:

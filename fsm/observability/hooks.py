@@ -279,14 +279,15 @@ _SCOPED: ContextVar[tuple[Hooks, ...]] = ContextVar("fsm_hooks_scoped", default=
 
 
 @contextmanager
-def scope(*hooks: Hooks) -> Iterator[tuple[Hooks, ...]]:
+def scope(*hooks: Hooks, alone: bool = False) -> Iterator[tuple[Hooks, ...]]:
     """Give ``hooks`` to every engine made inside this block, in this thread or task (an
     entry point's business: the ``fsm`` command scopes its fault points and tracing
     around the command). A worker or a served app made inside keeps them for the engines
-    it makes later, on any thread. Yields the hooks in scope."""
+    it makes later, on any thread. ``alone``: these hooks instead of those in scope
+    already. Yields the hooks in scope."""
     for hook in hooks:
         HookSet([hook])  # refuses what is not a hooks object, now
-    token = _SCOPED.set(_joined(_SCOPED.get(), hooks))
+    token = _SCOPED.set(_joined(() if alone else _SCOPED.get(), hooks))
     try:
         yield _SCOPED.get()
     finally:

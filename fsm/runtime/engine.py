@@ -483,7 +483,10 @@ class Engine(Conversations):
         swept += [run_id for run_id in due + self._decided_waiting(swept.damaged)
                   if self._sweep_guarded(run_id, swept)]
         self._sweep_conversations(swept)
-        swept.damaged[:] = {(d.table, d.run_id, d.key): d for d in swept.damaged}.values()
+        once: dict[tuple[str | None, ...], RowDamaged] = {}
+        for d in swept.damaged:
+            once.setdefault((d.table, d.run_id, d.key), d)
+        swept.damaged[:] = once.values()
         return swept
 
     def _decided_waiting(self, damaged: list[RowDamaged]) -> list[str]:

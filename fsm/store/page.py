@@ -27,7 +27,7 @@ def read_rows(rows: Iterable[Any], parse: Callable[[Any], T], *, skip_damaged: b
     """``parse`` applied to each row. A row it finds damaged (:class:`RowDamaged`) is
     raised, or, with ``skip_damaged``, left out and named in the page's ``damaged``.
     ``damaged`` (a list to fill, the old spelling of ``skip_damaged``) is filled too."""
-    old_spelling(what, damaged)
+    old_spelling(what, damaged, stacklevel=4)
     skip = skip_damaged or damaged is not None
     page: Page[T] = Page()
     for row in rows:
@@ -42,9 +42,10 @@ def read_rows(rows: Iterable[Any], parse: Callable[[Any], T], *, skip_damaged: b
     return page
 
 
-def old_spelling(what: str, damaged: list[RowDamaged] | None) -> None:
-    """Warn of ``damaged=[...]``, the out-parameter :class:`Page` replaces."""
+def old_spelling(what: str, damaged: list[RowDamaged] | None, *, stacklevel: int = 3) -> None:
+    """Warn of ``damaged=[...]``, the out-parameter :class:`Page` replaces (``stacklevel``:
+    where the store method's caller is, counted from here)."""
     if damaged is not None:
         warnings.warn(f"{what}(damaged=[...]) is deprecated; give skip_damaged=True and read "
                       "the damaged rows from the Page it returns (.damaged)",
-                      DeprecationWarning, stacklevel=4)
+                      DeprecationWarning, stacklevel=stacklevel)

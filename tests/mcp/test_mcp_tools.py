@@ -10,8 +10,11 @@ from __future__ import annotations
 import gc
 import json
 import os
+import select
+import signal
 import sys
 import threading
+import traceback
 import warnings
 from pathlib import Path
 from typing import Any
@@ -263,15 +266,23 @@ def test_each_server_owns_its_loop_and_stops_it_on_close_or_when_it_goes(
         child = os.fork()
     if child == 0:  # pragma: no cover - the child
         os.close(reader)
+        code = 1
         try:
             value = two.call("calculate", {"expression": "5*5"}).value["parsed_content"]
             os.write(writer, json.dumps([value, two.starts]).encode())
+            code = 0
+        except BaseException:  # noqa: BLE001 - said to the parent, whatever it was
+            os.write(writer, json.dumps(traceback.format_exc()).encode())
         finally:
-            os._exit(0)
+            os._exit(code)
     os.close(writer)
     with os.fdopen(reader) as got:
+        if not select.select([got], [], [], 120)[0]:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+            pytest.fail("the forked child said nothing in 120 s")
         said = json.loads(got.read() or "null")
-    assert os.waitpid(child, 0)[1] == 0
+    assert os.waitpid(child, 0)[1] == 0, said
     assert said == [25.0, 2]  # the child's own start of the server
     assert two.call("calculate", {"expression": "6*6"}).value["parsed_content"] == 36.0
     assert two.starts == 1  # the parent's connection was never the child's to touch

@@ -460,6 +460,8 @@ def test_a_wait_nobody_answers_expires_into_the_state_the_workflow_names(
     assert run.pending is not None and run.pending.expires_at == clock.now + 3600
     clock.now += 3599
     assert engine.sweep() == [] and store.load_run(run.run_id).status == "awaiting_customer"
+    with pytest.warns(DeprecationWarning, match="sweep_conversations is deprecated"):
+        assert engine.sweep_conversations() == []  # the old spelling, for a release
     clock.now += 2
     assert engine.sweep() == [run.run_id]
     after = store.load_run(run.run_id)

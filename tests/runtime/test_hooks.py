@@ -267,6 +267,20 @@ def test_the_old_spellings_warn_and_still_work(
     assert {v.run_id for _, v in added.seen} == {"a"}
 
 
+def test_the_old_fault_install_warns_and_puts_the_injector_in_scope() -> None:
+    from fsm import faults
+
+    injector = faults.FaultInjector("after_commit@999")
+    with scope():  # the deprecated call changes this block's scope only
+        with pytest.warns(DeprecationWarning, match="fsm.faults.install is deprecated"):
+            faults.install(injector)
+        assert in_scope() == (injector,)
+        with pytest.warns(DeprecationWarning):
+            faults.install(None)
+        assert in_scope() == ()
+    assert in_scope() == ()
+
+
 def test_a_hooks_object_is_checked_and_fault_specs_are_parsed() -> None:
     with pytest.raises(TypeError, match="subclass fsm.Hooks"):
         with scope(object()):  # type: ignore[arg-type]

@@ -11,6 +11,7 @@ looks once more for a reply that arrived while it held the run, so none is left 
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -211,6 +212,32 @@ class Conversations(ABC):
         if self._unread_while_waiting(run):
             return (yield from self._delivering(run.run_id, drive=self.policy is not None))
         return run
+
+    def sweep_conversations(self, skipped: list[tuple[str, str]] | None = None, *,
+                            failed: list[tuple[str, str]] | None = None,
+                            problems: list[FSMError] | None = None,
+                            damaged: list[RowDamaged] | None = None) -> list[str]:
+        """Deprecated: :meth:`Engine.sweep` sweeps the conversations too, and gives a
+        ``Swept``. The runs whose wait it expired or whose unread replies it read; what
+        stopped the others goes to the lists given, else the first problem is raised."""
+        warnings.warn("Engine.sweep_conversations is deprecated; Engine.sweep() sweeps the "
+                      "conversations too and returns a Swept", DeprecationWarning,
+                      stacklevel=2)
+        swept = Swept()
+        self._sweep_conversations(swept)
+        if skipped is not None:
+            skipped += swept.skipped
+        if damaged is not None:
+            damaged += swept.damaged
+        if failed is not None:
+            failed += swept.failed
+        elif problems is not None:
+            problems += swept.errors
+        first = swept.first_problem(damaged=damaged is None,
+                                    failed=failed is None and problems is None)
+        if first is not None:
+            raise first
+        return list(swept)
 
     def _sweep_conversations(self, swept: Swept) -> None:
         """Expire the waits for customers of this workflow that passed their time, and
