@@ -265,9 +265,6 @@ def test_the_old_spellings_warn_and_still_work(
     after.start(SMALL, user="asha", run_id="b")
     assert {v.run_id for _, v in rec.seen} == {"b"}
     assert {v.run_id for _, v in added.seen} == {"a"}
-
-
-def test_the_old_fault_install_warns_and_puts_the_injector_in_scope() -> None:
     from fsm import faults
 
     injector = faults.FaultInjector("after_commit@999")
