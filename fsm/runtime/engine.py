@@ -462,12 +462,7 @@ class Engine(Conversations):
             warnings.warn(f"Engine.sweep({named}=[...]) is deprecated; read them from the "
                           "Swept it returns, with sweep(raising=False)",
                           DeprecationWarning, stacklevel=2)
-            if skipped is not None:
-                skipped += swept.skipped
-            if failed is not None:
-                failed += swept.failed
-            if damaged is not None:
-                damaged += swept.damaged
+            swept.fill(skipped, failed, damaged)
         problem = swept.first_problem(damaged=damaged is None, failed=failed is None)
         if raising and problem is not None:
             raise problem

@@ -29,6 +29,15 @@ class Swept(list[str]):
         self.failed.append((run_id, str(exc)))
         self.errors.append(exc)
 
+    def fill(self, skipped: list[tuple[str, str]] | None,
+             failed: list[tuple[str, str]] | None,
+             damaged: list[RowDamaged] | None) -> None:
+        """Extend the lists given (the out-parameters this value replaces) with its own."""
+        for out, kept in ((skipped, self.skipped), (failed, self.failed),
+                          (damaged, self.damaged)):
+            if out is not None:
+                out += kept  # type: ignore[operator]
+
     def first_problem(self, *, damaged: bool = True, failed: bool = True) -> FSMError | None:
         """The first damaged row, else the first failed run's error (those asked for)."""
         found: list[FSMError] = [*(self.damaged if damaged else []),

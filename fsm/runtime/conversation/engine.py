@@ -225,13 +225,8 @@ class Conversations(ABC):
                       stacklevel=2)
         swept = Swept()
         self._sweep_conversations(swept)
-        if skipped is not None:
-            skipped += swept.skipped
-        if damaged is not None:
-            damaged += swept.damaged
-        if failed is not None:
-            failed += swept.failed
-        elif problems is not None:
+        swept.fill(skipped, failed, damaged)
+        if failed is None and problems is not None:
             problems += swept.errors
         first = swept.first_problem(damaged=damaged is None,
                                     failed=failed is None and problems is None)
