@@ -279,7 +279,7 @@ ELSEWHERE: list[tuple[str, str, str]] = [
      "fault point (`before_policy`, `after_claim`, `after_tool_before_commit`, "
      "`after_commit`, ...) of that step (`*`: any step; comma-separated for several), "
      "`POINT@STEP:stop` freezes it with SIGSTOP: for crash tests and `make demo`; read once, "
-     "when the `fsm` command starts (`fsm.faults.from_environ`)"),
+     "when the `fsm` command starts (`fsm.testing.faults.from_environ`)"),
     ("FSM_CLERK_SLEEP", "`0.2`", "seconds the refund workflow's slow clerk "
      "(`workflows.refund.fleet:slow_clerk`, and `slow_clerk_async` for `fsm worker "
      "--async`, used by `make demo-fleet` and the fleet benchmark) waits per decision, "

@@ -23,7 +23,6 @@ import fsm.cli.mcp  # noqa: F401 - fsm mcp serve
 import fsm.cli.sandbox  # noqa: F401 - fsm fork, fsm replay, fsm eval
 import fsm.cli.shadow  # noqa: F401 - fsm shadow
 import fsm.cli.web  # noqa: F401 - fsm serve, fsm users
-from fsm import faults
 from fsm.cli import auditor, exits, fleet, inspect, nouns, ops  # noqa: F401 - they register
 from fsm.cli.app import app, err_console, forget_settings
 from fsm.cli.context import UsageError
@@ -70,6 +69,17 @@ def _usage_line(exc: click_errors.UsageError) -> str:
     return f"{ctx.command_path}: {message} (see '{ctx.command_path} --help')"
 
 
+def _fault_injector() -> hooks.Hooks | None:
+    """The fault points crash tests name (``FSM_FAULT``), read once, here at the entry
+    point. The testing package is loaded only when the variable is set: it brings the
+    stores and the definitions, which ``fsm --help`` does without."""
+    if not os.environ.get("FSM_FAULT", "").strip():
+        return None
+    from fsm.testing import faults
+
+    return faults.from_environ(os.environ)
+
+
 def run(args: Sequence[str] | None = None) -> int:
     """Run one ``fsm`` command line; the exit status."""
     argv = list(sys.argv[1:] if args is None else args)
@@ -85,8 +95,7 @@ def run(args: Sequence[str] | None = None) -> int:
         _say(str(exc))
         return exits.USAGE
     try:
-        # The fault points crash tests name: read once, here at the entry point.
-        injector = faults.from_environ(os.environ)
+        injector = _fault_injector()
     except FSMError as exc:
         _say(str(exc))
         return exits.USAGE

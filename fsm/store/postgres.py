@@ -21,7 +21,7 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from fsm.errors import FSMError, StoreError, StoreUnavailable
-from fsm.faults import fault
+from fsm.observability.faults import fault
 from fsm.signing import default_key_file, for_database, verify_keys
 from fsm.store.dialect import POSTGRES
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK

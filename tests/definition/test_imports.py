@@ -50,6 +50,7 @@ MOVED = {
     "customer": "records.conversation",
     "transcript": "records.transcript",
     "doctor": "cli.system.doctor",
+    "faults": "testing.faults",
 }
 
 

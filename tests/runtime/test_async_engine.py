@@ -251,8 +251,8 @@ def test_threads_must_be_at_least_one() -> None:
 # -- a process killed in the middle of a step ----------------------------------------------
 
 def _drive_async(db: str, resume: bool) -> int:  # pragma: no cover - runs in a child
-    from fsm import faults
     from fsm.observability import hooks
+    from fsm.testing import faults
 
     injector = faults.from_environ(os.environ)  # None for the run that resumes
 

@@ -12,7 +12,7 @@ import pytest
 
 from fsm import Engine, Hooks, MemoryStore, Outcome, RunLocked, StopDriving, WorkflowSpec
 from fsm.errors import UsageError
-from fsm.faults import FaultInjector, from_environ
+from fsm.observability.faults import FaultPoints, fault
 from fsm.observability.hooks import (
     CommitInfo,
     DriveInfo,
@@ -30,6 +30,7 @@ from fsm.observability.hooks import (
     uninstall,
 )
 from fsm.records import verify_chain
+from fsm.testing.faults import FaultInjector, from_environ
 from workflows.refund import Shop, clerk
 
 SMALL = "Order A-1001: the kettle arrived broken, please refund it"
@@ -265,11 +266,12 @@ def test_the_old_spellings_warn_and_still_work(
     after.start(SMALL, user="asha", run_id="b")
     assert {v.run_id for _, v in rec.seen} == {"b"}
     assert {v.run_id for _, v in added.seen} == {"a"}
-    from fsm import faults
+    from fsm.testing import faults
 
     injector = faults.FaultInjector("after_commit@999")
     with scope():  # the deprecated call changes this block's scope only
-        with pytest.warns(DeprecationWarning, match="fsm.faults.install is deprecated"):
+        with pytest.warns(DeprecationWarning,
+                          match=r"fsm\.testing\.faults\.install is deprecated"):
             faults.install(injector)
         assert in_scope() == (injector,)
         with pytest.warns(DeprecationWarning):
@@ -289,3 +291,20 @@ def test_a_hooks_object_is_checked_and_fault_specs_are_parsed() -> None:
     injector.point("after_commit", 2)  # not named at this step: nothing happens
     with pytest.raises(UsageError, match="allowed: POINT@STEP"):
         FaultInjector("after_commit@3:freeze")
+
+
+def test_a_fault_point_outside_the_engine_asks_the_fault_points_in_scope() -> None:
+    class Points(FaultPoints):
+        def __init__(self) -> None:
+            self.seen: list[tuple[str, int]] = []
+
+        def point(self, point: str, step: int) -> None:
+            self.seen.append((point, step))
+
+    points = Points()
+    fault("sweep_locked", 0)  # nothing in scope: nothing happens
+    with scope(Recorder(), points):  # a plain hook is not asked
+        fault("sweep_locked", 0)
+    fault("migration_locked", 0)
+    assert points.seen == [("sweep_locked", 0)]
+    assert isinstance(FaultInjector("after_commit@3"), FaultPoints)

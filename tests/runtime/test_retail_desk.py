@@ -411,7 +411,7 @@ SCRIPT = [AUTH, read(PENDING), propose("cancel_pending_order", **CANCEL),
 
 
 def _reply_in_child(path: str, run_id: str) -> int:  # pragma: no cover - a child process
-    from fsm.faults import from_environ
+    from fsm.testing.faults import from_environ
 
     injector = from_environ(os.environ)  # the fault point, read at this entry point
     with SQLiteStore(path) as store, Engine(build(), store, ScriptedPolicy(SCRIPT),

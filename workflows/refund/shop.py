@@ -25,7 +25,7 @@ from typing import Any
 
 from fsm import Unavailable
 from fsm.errors import is_transient
-from fsm.faults import fault
+from fsm.observability.faults import fault
 
 DAY = 86_400
 
