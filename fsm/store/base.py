@@ -11,12 +11,14 @@ asks for its role (:class:`~fsm.store.roles.RunReads`, :class:`~fsm.store.roles.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from functools import cached_property
 from typing import Self
 
 from fsm.errors import FSMError, RowDamaged, RunNotFound, RunPruned
-from fsm.records import Approval, RunState, snapshot_json, utc
+from fsm.records import Approval, DefinitionRecord, RunState, snapshot_json, utc
+from fsm.store.desk import Tombstone
 from fsm.store.lease import Claimed, Lease
 from fsm.store.page import Page, old_spelling
 from fsm.store.roles import (
@@ -28,11 +30,36 @@ from fsm.store.roles import (
     Inbox,
     Leases,
     People,
+    Roles,
     RunReads,
     Runs,
 )
 
-__all__ = ["Claimed", "Lease", "RunReads", "Runs", "Store"]
+__all__ = ["Claimed", "Lease", "RunReads", "Runs", "Store", "labels", "missing"]
+
+
+def labels(hashes: Iterable[str],
+           definition: Callable[[str], DefinitionRecord | None]) -> dict[str, str]:
+    """Each definition hash → its label (the hash itself when ``definition`` finds none)."""
+    out: dict[str, str] = {}
+    for h in hashes:
+        if h not in out:
+            found = definition(h)
+            out[h] = found.label if found is not None else h
+    return out
+
+
+def missing(run_id: str, tombstone: Callable[[str], Tombstone | None]) -> RunNotFound:
+    """The error for a run a store does not hold: :class:`RunPruned` (saying when and by
+    whom) when ``tombstone`` finds what is kept of it."""
+    try:
+        stone = tombstone(run_id)
+    except FSMError:
+        stone = None  # a damaged tombstones table: the run is not there either way
+    if stone is None:
+        return RunNotFound(run_id)
+    return RunPruned(run_id, pruned_at=utc(stone.pruned_at), pruned_by=stone.pruned_by,
+                     status=stone.status)
 
 
 class Store(Runs, Effects, Approvals, Definitions, People, Conversations, Desk, Leases,
@@ -44,28 +71,21 @@ class Store(Runs, Effects, Approvals, Definitions, People, Conversations, Desk, 
     #: Where the database is (a path or a URL): workflow resources are opened from it.
     location: str = ""
 
+    @cached_property
+    def roles(self) -> Roles:
+        """The store's roles, one object each (a store that is every role itself: it)."""
+        return Roles(runs=self, effects=self, approvals=self, definitions=self, inbox=self,
+                     conversations=self, desk=self, leases=self)
+
     def version_labels(self, hashes: Iterable[str]) -> dict[str, str]:
-        out: dict[str, str] = {}
-        for h in hashes:
-            if h not in out:
-                found = self.definition(h)
-                out[h] = found.label if found is not None else h
-        return out
+        return labels(hashes, self.definition)
 
     def definition_column(self, run_id: str) -> str:
         return self.load_run(run_id).definition_hash
 
     def not_found(self, run_id: str) -> RunNotFound:
-        """The error for a run this store does not hold: :class:`RunPruned` (saying when
-        and by whom) when a tombstone of it is kept."""
-        try:
-            stone = self.tombstone(run_id)
-        except FSMError:
-            stone = None  # a damaged tombstones table: the run is not there either way
-        if stone is None:
-            return RunNotFound(run_id)
-        return RunPruned(run_id, pruned_at=utc(stone.pruned_at), pruned_by=stone.pruned_by,
-                         status=stone.status)
+        """The error for a run this store does not hold (see :func:`missing`)."""
+        return missing(run_id, self.tombstone)
 
     def forks_of(self, run_id: str) -> list[str]:
         """The ids of the runs forked from ``run_id`` (``fsm fork``), oldest first."""

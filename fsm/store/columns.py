@@ -5,23 +5,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from fsm.errors import ApprovalAlreadyDecided, RowDamaged, RunNotFound, StoreError
+from fsm.errors import ApprovalAlreadyDecided, RowDamaged, StoreError
 from fsm.records import (
     GENESIS,
     Approval,
     ApprovalDecision,
-    DefinitionCount,
     DefinitionRecord,
     RunState,
     StepCommit,
     canonical,
 )
 from fsm.records.conversation import Reply
-from fsm.store.dialect import Database
 from fsm.store.people import Refusal, notification_key, outbox_rows, refusal_link
 
 EVENT_COLUMNS = (
@@ -198,136 +196,6 @@ def refusal_insert(refusal: Refusal, head: Sequence[Any] | None, mark: str) -> t
         (count + 1, chained, refusal.run_id))
     return sql, args, update
 
-
-class SQLReads(Database):
-    """The reads both SQL stores make with the same SQL (over the store's
-    :class:`~fsm.store.dialect.Database`)."""
-
-    if TYPE_CHECKING:  # the store's own (fsm.store.base.Store.not_found)
-        def not_found(self, run_id: str) -> RunNotFound: ...
-
-    def _damaged(self, table: str, run_id: str | None, exc: BaseException, *,
-                 key: str | None = None) -> RowDamaged:
-        return damaged(self._where(), table, run_id, exc, key=key)
-
-    def _row(self, model: type[_Model], table: str, values: Mapping[str, Any], *,
-             key: str | None = None) -> _Model:
-        """``values`` as the record ``model``, or the row is damaged."""
-        try:
-            return model.model_validate(dict(values))
-        except UNREADABLE as exc:
-            raise self._damaged(table, values.get("run_id"), exc, key=key) from None
-
-    def _approval(self, values: Mapping[str, Any]) -> Approval:
-        """An approvals row (:data:`APPROVAL_COLUMNS`), or the row is damaged."""
-        try:
-            return approval_from(values)
-        except UNREADABLE as exc:
-            raise self._damaged("approvals", values.get("run_id"), exc,
-                                key=values.get("approval_id")) from None
-
-    def _exists(self, run_id: str) -> None:
-        """Raise ``RunNotFound`` unless the run exists: asked only when a read of its
-        rows found none, so a read of an existing run costs one query."""
-        if not self._read(f"SELECT 1 FROM runs WHERE run_id = {self.MARK}", (run_id,)):
-            raise self.not_found(run_id)
-
-    def artifact(self, sha256: str) -> str | None:
-        rows = self._read(f"SELECT content FROM artifacts WHERE sha256 = {self.MARK}",
-                          (sha256,))
-        return str(rows[0][0]) if rows else None
-
-    def _has_account(self, name: str) -> bool:
-        return bool(self._read(f"SELECT 1 FROM accounts WHERE name = {self.MARK}", (name,)))
-
-    def _run_row(self, columns: str, run_id: str) -> Any:
-        """``columns`` of the run's row, or :class:`RunNotFound`."""
-        rows = self._read(f"SELECT {columns} FROM runs WHERE run_id = {self.MARK}", (run_id,))
-        if not rows:
-            raise RunNotFound(run_id)
-        return rows[0]
-
-    def snapshot_text(self, run_id: str) -> str:
-        return str(self._run_row("snapshot", run_id)[0])
-
-    def run_columns(self, run_id: str) -> tuple[str, str]:
-        row = self._run_row("status, workflow", run_id)
-        return str(row[0]), str(row[1])
-
-    def log_head(self, run_id: str) -> tuple[int, str]:
-        row = self._run_row("log_count, log_head", run_id)
-        return int(row[0]), str(row[1])
-
-    def signed_head(self, run_id: str) -> tuple[int, str, str | None]:
-        row = self._run_row("log_count, log_head, log_sig", run_id)
-        return int(row[0]), str(row[1]), (None if row[2] is None else str(row[2]))
-
-    def refusal_head(self, run_id: str) -> tuple[int, str] | None:
-        row = self._run_row("refusal_count, refusal_head", run_id)
-        return int(row[0]), str(row[1])
-
-    def count_waiting(self, workflow: str | None = None) -> int:
-        sql, args = waiting_query(workflow, self.MARK, count=True)
-        return int(self._read(sql, tuple(args))[0][0])
-
-    def count_runs(self, status: str | None = None, workflow: str | None = None) -> int:
-        where, args = runs_where(status, workflow, self.MARK)
-        return int(self._read(f"SELECT COUNT(*) FROM runs{where}", tuple(args))[0][0])
-
-    def workflow_names(self) -> list[str]:
-        return [r[0] for r in self._read("SELECT DISTINCT workflow FROM runs ORDER BY workflow")]
-
-    def approval(self, approval_id: str) -> Approval | None:
-        rows = self._read(f"SELECT {', '.join(APPROVAL_COLUMNS)} FROM approvals "
-                          f"WHERE approval_id = {self.MARK}", (approval_id,))
-        return self._approval(dict(zip(APPROVAL_COLUMNS, rows[0], strict=True))) if rows else None
-
-    # -- definitions ------------------------------------------------------------------
-
-    #: How a store lists definitions in the order it first saw them.
-    DEFINITION_ORDER = "recorded_at, definition_hash"
-
-    def definition(self, definition_hash: str) -> DefinitionRecord | None:
-        rows = self._read(f"SELECT {', '.join(DEFINITION_COLUMNS)} FROM definitions "
-                          f"WHERE definition_hash = {self.MARK}", (definition_hash,))
-        return definition_from(rows[0]) if rows else None
-
-    def definitions(self, workflow: str | None = None) -> list[DefinitionRecord]:
-        sql = f"SELECT {', '.join(DEFINITION_COLUMNS)} FROM definitions"
-        args: tuple[Any, ...] = ()
-        if workflow is not None:
-            sql += f" WHERE workflow = {self.MARK}"
-            args = (workflow,)
-        return [definition_from(r) for r in
-                self._read(f"{sql} ORDER BY {self.DEFINITION_ORDER}", args)]
-
-    def definition_counts(self, workflow: str | None = None,
-                          status: str | None = None) -> list[DefinitionCount]:
-        where, args = runs_where(status, workflow, self.MARK)
-        rows = self._read("SELECT workflow, definition_hash, status, COUNT(*), MIN(run_id) "
-                          f"FROM runs{where} GROUP BY workflow, definition_hash, status "
-                          "ORDER BY workflow, definition_hash, status", tuple(args))
-        return [DefinitionCount(str(w), str(h), str(st), int(n), str(sample))
-                for w, h, st, n, sample in rows]
-
-    def definition_column(self, run_id: str) -> str:
-        return str(self._run_row("definition_hash", run_id)[0])
-
-    def forks_of(self, run_id: str) -> list[str]:
-        return [str(r[0]) for r in self._read(
-            f"SELECT run_id FROM runs WHERE parent_run_id = {self.MARK} ORDER BY created_at, "
-            "run_id", (run_id,))]
-
-
-    def replies(self, run_id: str, *, unread_only: bool = False) -> list[Reply]:
-        sql = (f"SELECT {', '.join(REPLY_COLUMNS)} FROM replies WHERE run_id = {self.MARK}"
-               + (" AND read_step IS NULL" if unread_only else "") + " ORDER BY seq")
-        return [reply_from(tuple(r)) for r in self._read(sql, (run_id,))]
-
-    def reply_token(self, run_id: str) -> str | None:
-        rows = self._read(f"SELECT token_hash FROM reply_tokens WHERE run_id = {self.MARK}",
-                          (run_id,))
-        return str(rows[0][0]) if rows else None
 
 def definition_from(row: Sequence[Any]) -> DefinitionRecord:
     """A definitions row (:data:`DEFINITION_COLUMNS`, the body as JSON text)."""

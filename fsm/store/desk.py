@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from fsm.records import Handover, StepCommit
-from fsm.store.dialect import Database
 from fsm.store.people import notification_key
 
 HANDOVER_COLUMNS = (
@@ -126,7 +125,7 @@ def desk_writes(c: StepCommit, mark: str) -> list[tuple[str, tuple[Any, ...]]]:
     return out
 
 
-def _where(q: Queue, mark: str) -> tuple[str, list[Any]]:
+def queue_where(q: Queue, mark: str) -> tuple[str, list[Any]]:
     where, args = [], []
     if q.open_only:
         where.append("closed_at IS NULL")
@@ -140,44 +139,3 @@ def _where(q: Queue, mark: str) -> tuple[str, list[Any]]:
         where.append(f"taken_by = {mark}")
         args.append(q.taken_by)
     return (" WHERE " + " AND ".join(where)) if where else "", args
-
-
-class DeskReads(Database):
-    """The desk's reads, with the same SQL on both stores (over the store's
-    :class:`~fsm.store.dialect.Database`)."""
-
-    def handovers(self, queue: Queue = OPEN, *, limit: int = 50,
-                  offset: int = 0) -> list[Handover]:
-        where, args = _where(queue, self.MARK)
-        rows = self._read(f"SELECT {', '.join(HANDOVER_COLUMNS)} FROM handovers{where} "
-                          f"ORDER BY handed_at DESC, handover_id DESC LIMIT {self.MARK} "
-                          f"OFFSET {self.MARK}", (*args, int(limit), int(offset)))
-        return [handover_from(tuple(r)) for r in rows]
-
-    def count_handovers(self, queue: Queue = OPEN) -> int:
-        where, args = _where(queue, self.MARK)
-        return int(self._read(f"SELECT COUNT(*) FROM handovers{where}", tuple(args))[0][0])
-
-    def handover(self, handover_id: str) -> Handover | None:
-        rows = self._read(f"SELECT {', '.join(HANDOVER_COLUMNS)} FROM handovers "
-                          f"WHERE handover_id = {self.MARK}", (handover_id,))
-        return handover_from(tuple(rows[0])) if rows else None
-
-    def run_handovers(self, run_id: str) -> list[Handover]:
-        rows = self._read(f"SELECT {', '.join(HANDOVER_COLUMNS)} FROM handovers "
-                          f"WHERE run_id = {self.MARK} ORDER BY handed_at, handover_id",
-                          (run_id,))
-        return [handover_from(tuple(r)) for r in rows]
-
-    def subject_runs(self, workflow: str, subject: str) -> list[str]:
-        rows = self._read(f"SELECT run_id FROM subjects WHERE workflow = {self.MARK} AND "
-                          f"subject = {self.MARK} ORDER BY at, run_id", (workflow, subject))
-        return [str(r[0]) for r in rows]
-
-    def tombstone(self, run_id: str) -> Tombstone | None:
-        rows = self._read(f"SELECT {', '.join(TOMBSTONE_COLUMNS)} FROM tombstones "
-                          f"WHERE run_id = {self.MARK}", (run_id,))
-        if not rows:
-            return None
-        return Tombstone.model_validate(dict(zip(TOMBSTONE_COLUMNS, tuple(rows[0]),
-                                                 strict=True)))

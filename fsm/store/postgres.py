@@ -23,6 +23,7 @@ from psycopg_pool import ConnectionPool
 from fsm.errors import FSMError, StoreError, StoreUnavailable
 from fsm.observability.faults import fault
 from fsm.signing import default_key_file, for_database, verify_keys
+from fsm.store.database import Database
 from fsm.store.dialect import POSTGRES
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 from fsm.store.pg_session import Timeouts, failure, session_kwargs
@@ -58,26 +59,22 @@ def redact(url: str) -> str:
 DEFAULT_POOL = 10
 
 
-class PostgresStore(SQLStore):
-    """A durable store in a PostgreSQL database, shared by any number of processes.
+class PostgresDatabase(Database):
+    """A PostgreSQL database: a connection pool, one transaction per write, the schema's
+    migrations under an advisory lock, ``LISTEN`` for runnable runs, the sweep's lock and
+    the signing key (the arguments: see :class:`PostgresStore`)."""
 
-    ``pool_size`` (default 10; ``FSM_PG_POOL`` at the command line) bounds the connections this
-    process opens; a worker needs about one per run it drives at once, plus two.
-    ``timeouts`` bound every statement, lock wait and idle transaction of its sessions
-    (see :mod:`fsm.store.pg_session`); ``connect_timeout`` overrides its ``connect``.
-    """
-
-    DIALECT = POSTGRES
+    dialect = POSTGRES
 
     def __init__(self, url: str, *, pool_size: int | None = None,
                  application_name: str | None = None, connect_timeout: float | None = None,
                  readonly: bool = False, timeouts: Timeouts | None = None,
                  key_file: str | None = None) -> None:
+        super().__init__()
         self.url = url
         self.location = url
         self.name = redact(url)
         self.readonly = readonly
-        self._init_sql()
         _names_a_database(url, self.name)
         size = pool_size or DEFAULT_POOL
         self.pool_size = size
@@ -95,24 +92,24 @@ class PostgresStore(SQLStore):
             self._check_schema()
         else:
             self._migrate()
-        self._pool = ConnectionPool(
+        self.pool = ConnectionPool(
             url, min_size=1, max_size=size, kwargs=self._kwargs, open=False, name="fsm",
             check=ConnectionPool.check_connection, timeout=t.connect,
         )
         try:
-            self._pool.open(wait=True, timeout=t.connect)
+            self.pool.open(wait=True, timeout=t.connect)
         except psycopg.Error as exc:
-            self._pool.close()
+            self.pool.close()
             raise failure(f"cannot open database {self.name}", exc, t) from None
         try:
             key_path = key_file or default_key_file(
-                "/".join(str(v) for v in next(iter(self._read(DATABASE_IDENTITY)))))
-            signed = None if readonly else next((str(r[0]) for r in self._read(SIGNED_RUN)),
+                "/".join(str(v) for v in next(iter(self.read(DATABASE_IDENTITY)))))
+            signed = None if readonly else next((str(r[0]) for r in self.read(SIGNED_RUN)),
                                                 None)
             self.keys = verify_keys(key_path) if readonly else \
                 for_database(key_path, signed=signed, where=self.name)
         except BaseException:
-            self._pool.close()
+            self.pool.close()
             raise
 
     # -- plumbing -------------------------------------------------------------------
@@ -192,34 +189,34 @@ class PostgresStore(SQLStore):
                 conn.execute("INSERT INTO fsm_schema VALUES (%s)", (version,))
 
     @contextmanager
-    def _tx(self) -> Iterator[psycopg.Connection[Any]]:
+    def tx(self) -> Iterator[psycopg.Connection[Any]]:
         try:
-            with self._pool.connection() as conn, conn.transaction():
+            with self.pool.connection() as conn, conn.transaction():
                 yield conn
         except psycopg.Error as exc:
             raise failure(f"database {self.name}", exc, self.timeouts) from None
 
-    def _where(self) -> str:
+    def where(self) -> str:
         return self.name
 
-    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         try:
-            with self._pool.connection() as conn:
+            with self.pool.connection() as conn:
                 return conn.execute(sql, args).fetchall()
         except psycopg.Error as exc:
             raise failure(f"database {self.name}", exc, self.timeouts) from None
 
     @property
     def schema_version(self) -> int:
-        return int(self._read("SELECT max(version) FROM fsm_schema")[0][0])
+        return int(self.read("SELECT max(version) FROM fsm_schema")[0][0])
 
     def server_version(self) -> str:
-        return str(self._read("SHOW server_version")[0][0])
+        return str(self.read("SHOW server_version")[0][0])
 
     def close(self) -> None:
-        self._pool.close()
+        self.pool.close()
 
-    def _send(self, db: psycopg.Connection[Any], writes: list[Write], locked: bool) -> None:
+    def send(self, db: psycopg.Connection[Any], writes: list[Write], locked: bool) -> None:
         """The writes in one pipeline (one round trip). Unless the run row is locked
         already, its UPDATE goes first on its own: a stale version stops the commit
         before anything else is sent."""
@@ -289,3 +286,44 @@ class PostgresStore(SQLStore):
             if "idle_session_timeout" not in str(exc):
                 raise
             return self._connect()  # a server before PostgreSQL 14 has no such setting
+
+
+class PostgresStore(SQLStore):
+    """A durable store in a PostgreSQL database, shared by any number of processes.
+
+    ``pool_size`` (default 10; ``FSM_PG_POOL`` at the command line) bounds the connections this
+    process opens; a worker needs about one per run it drives at once, plus two.
+    ``timeouts`` bound every statement, lock wait and idle transaction of its sessions
+    (see :mod:`fsm.store.pg_session`); ``connect_timeout`` overrides its ``connect``.
+    """
+
+    db: PostgresDatabase
+
+    def __init__(self, url: str, *, pool_size: int | None = None,
+                 application_name: str | None = None, connect_timeout: float | None = None,
+                 readonly: bool = False, timeouts: Timeouts | None = None,
+                 key_file: str | None = None) -> None:
+        super().__init__(PostgresDatabase(
+            url, pool_size=pool_size, application_name=application_name,
+            connect_timeout=connect_timeout, readonly=readonly, timeouts=timeouts,
+            key_file=key_file))
+
+    @property
+    def url(self) -> str:
+        return self.db.url
+
+    @property
+    def name(self) -> str:
+        """The database's URL without its password."""
+        return self.db.name
+
+    @property
+    def pool_size(self) -> int:
+        return self.db.pool_size
+
+    @property
+    def timeouts(self) -> Timeouts:
+        return self.db.timeouts
+
+    def server_version(self) -> str:
+        return self.db.server_version()

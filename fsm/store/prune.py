@@ -25,11 +25,23 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from fsm.records import Handover
 from fsm.store.base import Store
-from fsm.store.desk import PRUNABLE, TOMBSTONE_COLUMNS, Cut, ForkEdge, Tombstone
-from fsm.store.dialect import Database
+from fsm.store.database import Role
+from fsm.store.desk import (
+    HANDOVER_COLUMNS,
+    OPEN,
+    PRUNABLE,
+    TOMBSTONE_COLUMNS,
+    Cut,
+    ForkEdge,
+    Queue,
+    Tombstone,
+    handover_from,
+    queue_where,
+)
 
-__all__ = ["PRUNABLE", "RUN_TABLES", "Cut", "Pruned", "SQLPrune", "kept_for_forks", "prune"]
+__all__ = ["PRUNABLE", "RUN_TABLES", "Cut", "Pruned", "SQLDesk", "kept_for_forks", "prune"]
 
 #: Every fsm table that holds rows of a run (by ``run_id``), deleted with the run; the
 #: ``runs`` row goes last. A table added to the schema with a ``run_id`` column must be
@@ -97,23 +109,48 @@ def _definition(snapshot: str) -> str:
         return ""  # a damaged snapshot: the tombstone keeps the rest
 
 
-class SQLPrune(Database):
-    """The prune of both SQL stores, written once (over the store's
-    :class:`~fsm.store.dialect.Database`)."""
+class SQLDesk(Role):
+    """The desk of both SQL stores, written once: handed-over runs, the subjects of
+    requests, and retention (the prune, and the tombstones it leaves)."""
 
-    #: Appended to the SELECT that picks a batch (PostgreSQL: skip rows others hold).
-    PICK_LOCK: str = ""
+    def handovers(self, queue: Queue = OPEN, *, limit: int = 50,
+                  offset: int = 0) -> list[Handover]:
+        where, args = queue_where(queue, self.mark)
+        rows = self._read(f"SELECT {', '.join(HANDOVER_COLUMNS)} FROM handovers{where} "
+                          f"ORDER BY handed_at DESC, handover_id DESC LIMIT {self.mark} "
+                          f"OFFSET {self.mark}", (*args, int(limit), int(offset)))
+        return [handover_from(tuple(r)) for r in rows]
+
+    def count_handovers(self, queue: Queue = OPEN) -> int:
+        where, args = queue_where(queue, self.mark)
+        return int(self._read(f"SELECT COUNT(*) FROM handovers{where}", tuple(args))[0][0])
+
+    def handover(self, handover_id: str) -> Handover | None:
+        rows = self._read(f"SELECT {', '.join(HANDOVER_COLUMNS)} FROM handovers "
+                          f"WHERE handover_id = {self.mark}", (handover_id,))
+        return handover_from(tuple(rows[0])) if rows else None
+
+    def run_handovers(self, run_id: str) -> list[Handover]:
+        rows = self._read(f"SELECT {', '.join(HANDOVER_COLUMNS)} FROM handovers "
+                          f"WHERE run_id = {self.mark} ORDER BY handed_at, handover_id",
+                          (run_id,))
+        return [handover_from(tuple(r)) for r in rows]
+
+    def subject_runs(self, workflow: str, subject: str) -> list[str]:
+        rows = self._read(f"SELECT run_id FROM subjects WHERE workflow = {self.mark} AND "
+                          f"subject = {self.mark} ORDER BY at, run_id", (workflow, subject))
+        return [str(r[0]) for r in rows]
 
     def count_prunable(self, cut: Cut, now: float) -> tuple[int, int]:
         """(runs, log events) a prune of ``cut`` would delete now."""
-        where, args = _where(cut, self.MARK, now)
+        where, args = _where(cut, self.mark, now)
         row = self._read(f"SELECT COUNT(*), COALESCE(SUM(log_count), 0) FROM runs{where}",
                          tuple(args))[0]
         return int(row[0]), int(row[1])
 
     def fork_edges(self, cut: Cut, now: float) -> list[ForkEdge]:
         """The runs ``cut`` takes but for their forks, with each of their forks."""
-        mark = self.MARK
+        mark = self.mark
         fork_taken, fork_args = _where(cut, mark, now, "c", forks=False)
         parent_taken, parent_args = _where(cut, mark, now, "p", forks=False)
         rows = self._read(
@@ -125,14 +162,14 @@ class SQLPrune(Database):
 
     def prune_batch(self, cut: Cut, *, now: float, by: str, limit: int) -> list[Tombstone]:
         """Prune up to ``limit`` runs of ``cut`` in one transaction; their tombstones."""
-        mark = self.MARK
+        mark = self.mark
         where, args = _where(cut, mark, now)
-        with self._tx() as db:
+        with self.db.tx() as db:
             rows = db.execute(
                 # No ORDER BY: the scan stops at the first ``limit`` runs that qualify,
                 # instead of sorting every finished run for each batch.
                 "SELECT run_id, workflow, status, snapshot, log_head, log_count, created_at, "
-                f"updated_at FROM runs{where} LIMIT {mark}{self.PICK_LOCK}",
+                f"updated_at FROM runs{where} LIMIT {mark}{self.dialect.skip_locked}",
                 (*args, int(limit))).fetchall()
             if not rows:
                 return []

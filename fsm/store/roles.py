@@ -1,7 +1,9 @@
 """What a store does, by role: one small protocol per concern.
 
 A store is one database (DBOS's "system database"): the memory, SQLite and PostgreSQL
-stores implement every role below, and :class:`~fsm.store.base.Store` is their union.
+stores answer every role below (:class:`~fsm.store.base.Store`), and ``store.roles``
+(:class:`Roles`) holds one object per role: a SQL store's are objects over its one
+:class:`~fsm.store.database.Database`.
 Code that needs one concern asks for its role instead, so what it can touch is what its
 signature says (the auditor reads runs and their rows but cannot commit; the accounts
 page keeps accounts but cannot see a transcript). The reading half of a role is its own
@@ -35,6 +37,7 @@ import threading
 from abc import abstractmethod
 from collections.abc import Collection, Iterable
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fsm.errors import RowDamaged
@@ -56,8 +59,8 @@ from fsm.store.lease import Claimed, Lease
 from fsm.store.page import Page
 from fsm.store.people import Account, Notification, Refusal
 
-__all__ = ["Approvals", "Conversations", "Definitions", "Desk", "Effects", "Inbox", "Leases",
-           "People", "RunReads", "Runs"]
+__all__ = ["Approvals", "Conversations", "Definitions", "Desk", "Effects", "Inbox",
+           "InboxRows", "Leases", "People", "Roles", "RunReads", "Runs"]
 
 
 class RunReads(Protocol):
@@ -415,3 +418,23 @@ class Inbox(Protocol):
     @abstractmethod
     def workflow_names(self) -> list[str]:
         """The workflows that have runs, sorted."""
+
+
+class InboxRows(People, Inbox, Protocol):
+    """The inbox's rows (accounts, refused attempts, the outbox) and its pages."""
+
+
+@dataclass(frozen=True)
+class Roles:
+    """A store's roles, one object each (a SQL store's are objects over one database;
+    the memory store is every role itself). Code that needs one concern takes its role:
+    ``audit(store.roles.runs, ...)`` cannot commit."""
+
+    runs: Runs
+    effects: Effects
+    approvals: Approvals
+    definitions: Definitions
+    inbox: InboxRows
+    conversations: Conversations
+    desk: Desk
+    leases: Leases

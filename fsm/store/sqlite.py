@@ -19,97 +19,88 @@ from typing import Any
 
 from fsm.errors import StoreError, StoreUnavailable, is_transient
 from fsm.signing import for_database, verify_keys
+from fsm.store.database import Database
 from fsm.store.dialect import SQLITE
 from fsm.store.schema import MIGRATIONS
 from fsm.store.sql import SQLStore
 from fsm.store.statements import SIGNED_RUN
 
 
-class SQLiteStore(SQLStore):
-    """A durable store in one SQLite file.
+class SQLiteDatabase(Database):
+    """One SQLite file: one connection, WAL, ``BEGIN IMMEDIATE`` under a lock, the
+    schema's migrations and the signing key (the arguments: see :class:`SQLiteStore`)."""
 
-    ``readonly`` opens an existing fsm database and changes nothing in it. ``adopt=False``
-    refuses a file that already holds other tables but no fsm schema, before anything in
-    it changes (the command line opens files so); a file with another program's schema
-    version is always refused.
-
-    ``key_file`` holds the key that signs the log's heads (:mod:`fsm.signing`); default:
-    the file's path with ``.key`` added, made (owner-only) while the database holds no
-    signed run. A database that holds signed runs and whose key file is missing is
-    refused. A database in memory (``:memory:``) has its key in memory.
-    """
-
-    DIALECT = SQLITE
+    dialect = SQLITE
 
     def __init__(self, path: str, *, synchronous: str = "FULL",
                  busy_timeout_ms: int = 10_000, readonly: bool = False,
                  adopt: bool = True, key_file: str | None = None) -> None:
         if synchronous.upper() not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise StoreError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous!r}")
+        super().__init__()
         self.path = path
         self.location = path
         self.readonly = readonly
         #: Seconds a statement waits for another connection's lock (the busy timeout).
         self.busy_seconds = busy_timeout_ms / 1000
-        self._lock = threading.RLock()
-        self._init_sql()
+        self.lock = threading.RLock()
         name = os.fspath(path)
         in_memory = name in ("", ":memory:") or name.startswith("file::memory:")
         key_path = None if in_memory else (key_file or f"{name}.key")
         if readonly:
-            self._db = _open_readonly(path, busy_timeout_ms)
+            self.connection = _open_readonly(path, busy_timeout_ms)
             self.keys = verify_keys(key_path)
             return
         try:
-            self._db = sqlite3.connect(path, timeout=busy_timeout_ms / 1000, isolation_level=None,
-                                       check_same_thread=False)
+            self.connection = sqlite3.connect(path, timeout=busy_timeout_ms / 1000,
+                                              isolation_level=None, check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open database {path!r}: {exc}") from None
         try:
-            self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self.connection.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
             # Before anything changes the file: another program's database is left as it is.
-            _refuse_foreign(self._db, path, adopt)
-            self._db.execute("PRAGMA journal_mode = WAL")
-            self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            _refuse_foreign(self.connection, path, adopt)
+            self.connection.execute("PRAGMA journal_mode = WAL")
+            self.connection.execute(f"PRAGMA synchronous = {synchronous.upper()}")
             self._migrate()
             self.keys = for_database(key_path, signed=self._signed(), where=repr(path))
         except sqlite3.Error as exc:
-            self._db.close()
+            self.connection.close()
             raise _failed(f"cannot open database {path!r}", exc, self.busy_seconds,
                           path=path) from None
         except UnicodeDecodeError as exc:
-            self._db.close()
+            self.connection.close()
             raise StoreError(f"cannot open database {path!r}: {_garbled(exc)}") from None
         except BaseException:
-            self._db.close()
+            self.connection.close()
             raise
 
     # -- plumbing -------------------------------------------------------------------
 
-    def _tx(self) -> _Transaction:
-        """``with self._tx() as db``: one ``BEGIN IMMEDIATE`` … ``COMMIT`` under the
+    def tx(self) -> _Transaction:
+        """``with self.tx() as db``: one ``BEGIN IMMEDIATE`` … ``COMMIT`` under the
         store's lock; any failure rolls back, and SQLite's errors become ``StoreError``."""
         return _Transaction(self)
 
-    def _rollback(self) -> None:
+    def rollback(self) -> None:
         """Roll back what is still open: SQLite itself ends a transaction a full disk or
         an I/O error broke, and a second ROLLBACK would fail."""
-        if self._db.in_transaction:
+        if self.connection.in_transaction:
             try:
-                self._db.execute("ROLLBACK")
+                self.connection.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
 
-    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         return self._rows(sql, args, False)
 
-    def _column(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
+    def column(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         return self._rows(sql, args, True)
 
     def _rows(self, sql: str, args: tuple[Any, ...], first: bool) -> list[Any]:
-        with self._lock:
+        with self.lock:
             try:
-                cur = self._db.execute(sql, args)
+                cur = self.connection.execute(sql, args)
                 # A resumed run reads every message: iterating the cursor for one column
                 # costs half as much as its rows fetched whole.
                 return [v for (v,) in cur] if first else cur.fetchall()
@@ -123,7 +114,7 @@ class SQLiteStore(SQLStore):
                 raise StoreError(f"database {self.path!r}: a number in the query is too large "
                                  f"(at most {2**63 - 1})") from None
 
-    def _where(self) -> str:
+    def where(self) -> str:
         return repr(self.path)
 
     def _not_utf8(self, sql: str, message: str) -> StoreError:
@@ -145,7 +136,7 @@ class SQLiteStore(SQLStore):
 
     def _not_utf8_runs(self, table: str, column: str) -> list[str]:
         try:
-            rows = self._db.execute(
+            rows = self.connection.execute(
                 f"SELECT CAST(run_id AS BLOB), CAST({column} AS BLOB) FROM {table}").fetchall()
         except sqlite3.Error:
             return []
@@ -159,7 +150,7 @@ class SQLiteStore(SQLStore):
         return sorted(set(bad))
 
     def _migrate(self) -> None:
-        current = self._db.execute("PRAGMA user_version").fetchone()[0]
+        current = self.connection.execute("PRAGMA user_version").fetchone()[0]
         if current > len(MIGRATIONS):
             raise StoreError(
                 f"database {self.path!r} has schema version {current}, newer than this fsm "
@@ -168,7 +159,7 @@ class SQLiteStore(SQLStore):
         for version, script in enumerate(MIGRATIONS, start=1):
             if version <= current:
                 continue
-            with self._tx() as db:
+            with self.tx() as db:
                 for statement in script.split(";"):
                     if statement.strip():
                         db.execute(statement)
@@ -176,19 +167,53 @@ class SQLiteStore(SQLStore):
 
     def _signed(self) -> str | None:
         """The signature of one signed run of the database (``None``: none is signed)."""
-        row = self._db.execute(SIGNED_RUN).fetchone()
+        row = self.connection.execute(SIGNED_RUN).fetchone()
         return None if row is None else str(row[0])
 
     @property
     def schema_version(self) -> int:
-        return int(self._read("PRAGMA user_version")[0][0])
+        return int(self.read("PRAGMA user_version")[0][0])
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        with self.lock:
+            self.connection.close()
 
-    def _serial(self) -> threading.RLock:
-        return self._lock
+    def serial(self) -> threading.RLock:
+        return self.lock
+
+
+class SQLiteStore(SQLStore):
+    """A durable store in one SQLite file.
+
+    ``readonly`` opens an existing fsm database and changes nothing in it. ``adopt=False``
+    refuses a file that already holds other tables but no fsm schema, before anything in
+    it changes (the command line opens files so); a file with another program's schema
+    version is always refused.
+
+    ``key_file`` holds the key that signs the log's heads (:mod:`fsm.signing`); default:
+    the file's path with ``.key`` added, made (owner-only) while the database holds no
+    signed run. A database that holds signed runs and whose key file is missing is
+    refused. A database in memory (``:memory:``) has its key in memory.
+    """
+
+    db: SQLiteDatabase
+
+    def __init__(self, path: str, *, synchronous: str = "FULL",
+                 busy_timeout_ms: int = 10_000, readonly: bool = False,
+                 adopt: bool = True, key_file: str | None = None) -> None:
+        super().__init__(SQLiteDatabase(path, synchronous=synchronous,
+                                        busy_timeout_ms=busy_timeout_ms, readonly=readonly,
+                                        adopt=adopt, key_file=key_file))
+
+    @property
+    def path(self) -> str:
+        return self.db.path
+
+    @property
+    def busy_seconds(self) -> float:
+        """Seconds a statement waits for another connection's lock (the busy timeout)."""
+        return self.db.busy_seconds
+
 
 #: How Python's sqlite3 begins the error of a text value that is not UTF-8.
 _NOT_UTF8 = "Could not decode to UTF-8"
@@ -308,30 +333,30 @@ def _not_ours(path: str, version: int, tables: set[str]) -> str | None:
 
 
 class _Transaction:
-    """A write transaction of a :class:`SQLiteStore` (a class, not a generator: every
+    """A write transaction of a :class:`SQLiteDatabase` (a class, not a generator: every
     step commits through one, and a generator's context manager costs more than the
     transaction's own ``BEGIN``)."""
 
     __slots__ = ("store",)
 
-    def __init__(self, store: SQLiteStore) -> None:
+    def __init__(self, store: SQLiteDatabase) -> None:
         self.store = store
 
     def __enter__(self) -> sqlite3.Connection:
         store = self.store
-        store._lock.acquire()
+        store.lock.acquire()
         try:
             if store.readonly:
                 raise StoreError(f"database {store.path!r} was opened read-only")
             try:
-                store._db.execute("BEGIN IMMEDIATE")
+                store.connection.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise _failed(f"database {store.path!r}", exc, store.busy_seconds,
                               plain=True) from None
         except BaseException:
-            store._lock.release()
+            store.lock.release()
             raise
-        return store._db
+        return store.connection
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
@@ -339,11 +364,11 @@ class _Transaction:
         try:
             if kind is None:
                 try:
-                    store._db.execute("COMMIT")
+                    store.connection.execute("COMMIT")
                     return
                 except BaseException as failed:
                     exc = failed
-            store._rollback()
+            store.rollback()
             if isinstance(exc, UnicodeDecodeError):
                 raise StoreError(f"database {store.path!r}: {_garbled(exc)}; nothing of this "
                                  "write was saved") from None
@@ -357,4 +382,4 @@ class _Transaction:
             if exc is not None and kind is None:
                 raise exc
         finally:
-            store._lock.release()
+            store.lock.release()

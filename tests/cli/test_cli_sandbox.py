@@ -176,7 +176,7 @@ def test_replay_on_postgresql_reads_in_read_only_sessions(cli: Cli, pg_url: str)
                "--run-id", "pg1", "--db", pg_url).code == 0
     out = cli("replay", "pg1", "--db", pg_url, "--json")
     assert out.code == 0 and json.loads(out.out)["reproduced"], out.err
-    with PostgresStore(pg_url, readonly=True) as reader, reader._pool.connection() as conn:
+    with PostgresStore(pg_url, readonly=True) as reader, reader.db.pool.connection() as conn:
         with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
             conn.execute("UPDATE runs SET status = 'failed' WHERE run_id = 'pg1'")
     assert cli("show", "pg1", "--db", pg_url, "--json").code == 0

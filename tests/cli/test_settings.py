@@ -149,7 +149,7 @@ def test_library_defaults_read_no_environment(monkeypatch: pytest.MonkeyPatch,
     assert Settings.of(retries=2).retries == 2
     assert Timeouts.of(Settings.defaults()) == Timeouts()
     with open_store("runs.db") as store:
-        mode = store._db.execute("PRAGMA synchronous").fetchone()[0]  # type: ignore[attr-defined]
+        mode = store.db.connection.execute("PRAGMA synchronous").fetchone()[0]  # type: ignore[attr-defined]
     assert mode == 2  # FULL, the default: FSM_SYNCHRONOUS is the command line's
     with pytest.raises(SettingsError, match=r"^FSM_CLOCK_OFFSET="):
         Settings.of(clock_offset=-LAST_TIME)
@@ -170,7 +170,7 @@ def test_the_library_defaults_are_the_settings_defaults(tmp_path: Path) -> None:
         (DEFAULT_DB, DEFAULT_POOL, DOT_TIMEOUT, SESSION_SECONDS)
     assert Retry() == Retry(tries=d.retries, first=d.retry_seconds, most=d.retry_max_seconds)
     with SQLiteStore(str(tmp_path / "plain.db")) as store:
-        db = store._db  # type: ignore[attr-defined]
+        db = store.db.connection  # type: ignore[attr-defined]
         assert db.execute("PRAGMA busy_timeout").fetchone()[0] == d.sqlite_busy_timeout * 1000
         assert db.execute("PRAGMA synchronous").fetchone()[0] == 2 and d.synchronous == "FULL"
     assert inspect.signature(Notifier).parameters["base_delay"].default == d.notify_backoff

@@ -189,10 +189,10 @@ def test_an_approval_for_an_older_run_version_is_stale(paused: Desk) -> None:
 
 def test_an_approval_of_changed_arguments_is_stale(paused: Desk) -> None:
     # The pending request now asks for more than was put up for approval.
-    row = paused.store._read("SELECT snapshot FROM runs WHERE run_id = 'big'")[0][0]
+    row = paused.store.db.read("SELECT snapshot FROM runs WHERE run_id = 'big'")[0][0]
     snap = json.loads(row)
     snap["pending"]["args"]["amount_paise"] = 900_000
-    paused.store._db.execute("UPDATE runs SET snapshot = ? WHERE run_id = 'big'",
+    paused.store.db.connection.execute("UPDATE runs SET snapshot = ? WHERE run_id = 'big'",
                              (json.dumps(snap),))
     before = len(paused.store.events("big"))
     with pytest.raises(ApprovalStale, match="for request .* with request"):

@@ -107,8 +107,9 @@ def test_a_changed_parent_log_breaks_the_forks_link(spec: WorkflowSpec, tmp_path
         fork = engine.fork("p", at=3, new_run_id="f")
         assert fork.forked_from is not None and audit(store, "f").ok
         assert store.forks_of("p") == ["f"]
-        store._db.execute("UPDATE events SET reason = 'edited' WHERE run_id = 'p' AND seq = ?",
-                          (fork.forked_from.seq,))
+        store.db.connection.execute(
+            "UPDATE events SET reason = 'edited' WHERE run_id = 'p' AND seq = ?",
+            (fork.forked_from.seq,))
         problems = audit(store, "f").problems
         assert any("forked from run 'p' at step 3: the parent's log is broken" in p
                    for p in problems), problems
@@ -183,10 +184,11 @@ def test_a_fork_of_a_pruned_parent_is_checked_against_its_tombstone_where_it_can
             "(its tombstone keeps the head of its whole log, seq 7, not of seq 4): only this "
             "run's own part of the log is audited"]
         # A link the tombstone contradicts is broken, not unverifiable.
-        store._db.execute("UPDATE tombstones SET head = ? WHERE run_id = 'p'", ("f" * 64,))
+        store.db.connection.execute("UPDATE tombstones SET head = ? WHERE run_id = 'p'",
+                                    ("f" * 64,))
         problems = audit(store, "last").problems
         assert problems and "its tombstone's head is ffff" in problems[0], problems
-        store._db.execute("UPDATE tombstones SET log_count = 3 WHERE run_id = 'p'")
+        store.db.connection.execute("UPDATE tombstones SET log_count = 3 WHERE run_id = 'p'")
         problems = audit(store, "early").problems
         assert problems and "its tombstone records 3 events, so no event seq 4" in problems[0]
 

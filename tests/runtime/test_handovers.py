@@ -174,7 +174,7 @@ def test_a_run_handed_over_elsewhere_cannot_be_resumed(store: SQLiteStore) -> No
 def test_a_tampered_desk_row_is_caught_by_the_audit(store: SQLiteStore) -> None:
     engine = start(store, [adv("unclear")])
     engine.close_handover("p1", "sam", "resolved", "called them")
-    with store._tx() as db:
+    with store.db.tx() as db:
         db.execute("UPDATE handovers SET closed_by = 'mallory', note = 'nothing'")
     problems = audit(store, "p1").problems
     assert any("outcome, note or closer differs" in p for p in problems), problems
@@ -196,7 +196,7 @@ def test_an_approved_request_that_changed_is_named(store: SQLiteStore) -> None:
                                          user="ravi", run_id="big")
         Engine(spec, store, clerk).decide("big", True, "priya", "ok",
                                           amend={"amount_paise": 120_000}, drive=False)
-        with store._tx() as db:
+        with store.db.tx() as db:
             db.execute("UPDATE approvals SET approved_args = "
                        "'{\"item_id\":\"headphones-1\",\"amount_paise\":170000}'")
         assert Engine(spec, store, clerk).resume("big").status == "handed_over"

@@ -46,7 +46,7 @@ def test_tampering_gets_the_same_verdict_as_on_sqlite(sql: str, pg_url: str,
     try:
         _finished_run(lite, lite_shop)
         _finished_run(pg, pg_shop)
-        lite._db.execute(sql)
+        lite.db.connection.execute(sql)
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute(sql)
         lite_report, pg_report = audit(lite, "r"), audit(pg, "r")

@@ -32,7 +32,7 @@ from fsm.store.schema import MIGRATIONS
 
 
 def pragma(store: SQLiteStore, name: str) -> Any:
-    return store._read(f"PRAGMA {name}")[0][0]
+    return store.db.read(f"PRAGMA {name}")[0][0]
 
 
 # -- pragmas ----------------------------------------------------------------------------------
@@ -116,7 +116,7 @@ def test_a_failing_statement_inside_a_commit_is_a_store_error_and_rolls_back(
     store = SQLiteStore(str(tmp_path / "a.db"))
     run = store.create_run(_run("r1"))
     # The database refuses the commit's message row after the run row was updated.
-    store._db.execute("CREATE TRIGGER no_messages BEFORE INSERT ON messages "
+    store.db.connection.execute("CREATE TRIGGER no_messages BEFORE INSERT ON messages "
                       "BEGIN SELECT RAISE(ABORT, 'messages are refused here'); END")
     bad = StepCommit(run=run.model_copy(update={"message_count": 1, "state": "moved"}),
                      expected_version=1, messages=read_all([{"role": "user", "content": "x"}]))
@@ -258,7 +258,7 @@ def test_a_version_1_database_migrates_and_keeps_its_runs(tmp_path: Path) -> Non
     _v1_database(path)
     store = SQLiteStore(path)
     assert store.schema_version == len(MIGRATIONS)
-    cols = {r[1] for r in store._read("PRAGMA table_info(runs)")}
+    cols = {r[1] for r in store.db.read("PRAGMA table_info(runs)")}
     assert {"lease_owner", "lease_at", "lease_until", "log_count", "log_head"} <= cols
     run = store.load_run("old")
     assert (run.version, run.schema_version, run.used.steps, run.used.cost_micros) == (7, 3, 4, 900)
@@ -267,7 +267,7 @@ def test_a_version_1_database_migrates_and_keeps_its_runs(tmp_path: Path) -> Non
     store.acquire("old", "somebody:1:x", 300.0)
     after = store.commit(StepCommit(run=run, expected_version=7))
     assert after.version == 8
-    stored = json.loads(store._read("SELECT snapshot FROM runs WHERE run_id = 'old'")[0][0])
+    stored = json.loads(store.db.read("SELECT snapshot FROM runs WHERE run_id = 'old'")[0][0])
     assert stored["schema_version"] == 3 and "steps_used" not in stored
     reopened = SQLiteStore(path)  # opening again migrates nothing twice
     assert reopened.schema_version == len(MIGRATIONS) and reopened.load_run("old").version == 8

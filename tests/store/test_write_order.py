@@ -34,7 +34,7 @@ WATCHED = {
 
 
 def sqlite_triggers(store: SQLiteStore) -> None:
-    db = store._db
+    db = store.db.connection
     db.execute("CREATE TABLE write_order (n INTEGER PRIMARY KEY AUTOINCREMENT, tbl TEXT, "
                "op TEXT)")
     for table, ops in WATCHED.items():
@@ -45,7 +45,8 @@ def sqlite_triggers(store: SQLiteStore) -> None:
 
 
 def sqlite_order(store: SQLiteStore) -> list[tuple[str, str]]:
-    return [tuple(r) for r in store._db.execute("SELECT tbl, op FROM write_order ORDER BY n")]
+    rows = store.db.connection.execute("SELECT tbl, op FROM write_order ORDER BY n")
+    return [tuple(r) for r in rows]
 
 
 def pg_triggers(url: str) -> None:

@@ -245,7 +245,7 @@ def test_every_session_has_its_timeouts(pg_url: str, monkeypatch: pytest.MonkeyP
         monkeypatch.setenv(name, value)
     s = open_store(pg_url, settings=Settings.load())
     try:
-        rows = s._read("SELECT current_setting('statement_timeout'), "  # type: ignore[attr-defined]
+        rows = s.db.read("SELECT current_setting('statement_timeout'), "  # type: ignore[attr-defined]
                        "current_setting('lock_timeout'), "
                        "current_setting('idle_in_transaction_session_timeout')")
     finally:
