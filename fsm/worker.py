@@ -65,6 +65,7 @@ from fsm.runtime.retry import Retry
 from fsm.settings import Settings
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import lease_expired, new_owner
+from fsm.store.roles import RunReads
 
 Clock = Callable[[], float]
 
@@ -632,7 +633,7 @@ def _lease_kind(lease: Lease | None, now: float) -> str:
     return "free" if lease is None else "expired"
 
 
-def _recent_steps(store: Store, run_id: str, now: float, damaged: list[RowDamaged]) -> int:
+def _recent_steps(store: RunReads, run_id: str, now: float, damaged: list[RowDamaged]) -> int:
     """Policy calls of the run in the last minute (0, and the row in ``damaged``, when its
     log cannot be read)."""
     try:

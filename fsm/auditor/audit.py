@@ -29,7 +29,7 @@ from fsm.records import (
 )
 from fsm.runtime import claims
 from fsm.signing import UNCHECKED
-from fsm.store.base import Store
+from fsm.store.roles import Desk, Evidence, RunReads
 
 
 @dataclass
@@ -51,7 +51,7 @@ class AuditReport:
         return not self.problems
 
 
-def audit(store: Store, run_id: str) -> AuditReport:
+def audit(store: Evidence, run_id: str) -> AuditReport:
     """Check one run's log. The first problem names the first bad row."""
     run = store.load_run(run_id)
     events = store.events(run_id)
@@ -112,7 +112,7 @@ def audit(store: Store, run_id: str) -> AuditReport:
     return report
 
 
-def _signed(store: Store, run_id: str, events: list[Event], effects: list[Effect],
+def _signed(store: RunReads, run_id: str, events: list[Event], effects: list[Effect],
             report: AuditReport) -> None:
     """The log's head is signed by a key of the keyring, every event was written by a
     signed commit, and every finished effect's result was recorded by one. A running
@@ -140,7 +140,7 @@ def _signed(store: Store, run_id: str, events: list[Event], effects: list[Effect
         and not claims.result_covered(e, events, signature)]
 
 
-def _desk_rows(store: Store, run_id: str) -> list[Handover]:
+def _desk_rows(store: Desk, run_id: str) -> list[Handover]:
     try:
         return store.run_handovers(run_id)
     except StoreError:
@@ -253,7 +253,7 @@ def _consistency(state: str, status: str, steps: int | None, cost: int | None,
 
 # -- the rows each commit's last event covers -------------------------------------------
 
-def _covered(store: Store, run: RunState, events: list[Event], approval_rows: list[Approval],
+def _covered(store: RunReads, run: RunState, events: list[Event], approval_rows: list[Approval],
              effect_rows: list[Effect]) -> list[str]:
     """Every row a commit wrote still has the hash its last log event recorded."""
     covering = [e for e in events if "rows" in e.detail]
@@ -295,7 +295,7 @@ def _covered_messages(e: Event, rows: dict[str, Any],
     return []
 
 
-def _covered_view(store: Store, run_id: str, e: Event, rows: dict[str, Any],
+def _covered_view(store: RunReads, run_id: str, e: Event, rows: dict[str, Any],
                   views: dict[int, ViewRecord | None]) -> list[str]:
     if "view" not in rows:
         return []

@@ -21,12 +21,12 @@ tombstone keeps only the head of its whole log and the number of its events, so:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from fsm.errors import RunNotFound
 from fsm.records import Event, utc, verify_chain
 from fsm.runtime.recording import ANSWERS
-from fsm.store.base import Store
+from fsm.store.roles import Desk, RunReads
 
 __all__ = ["Link", "lineage"]
 
@@ -71,7 +71,11 @@ def _origin(events: list[Event]) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def lineage(store: Store, events: list[Event], depth: int = 0) -> Link:
+class Lineage(RunReads, Desk, Protocol):
+    """What a fork's link is checked against: the parent's log, or its tombstone."""
+
+
+def lineage(store: Lineage, events: list[Event], depth: int = 0) -> Link:
     """The link of the run of ``events`` to its parent, checked, and the parents' events
     its history begins with (none for a run that is no fork)."""
     origin = _origin(events)
@@ -117,7 +121,7 @@ def _broken(link: Link, problem: str) -> Link:
     return link
 
 
-def _pruned(store: Store, link: Link, parent: str, seq: Any, head: Any, where: str) -> Link:
+def _pruned(store: Desk, link: Link, parent: str, seq: Any, head: Any, where: str) -> Link:
     """The link of a fork whose parent the store holds only a tombstone of (or nothing)."""
     stone = store.tombstone(parent)
     if stone is None:

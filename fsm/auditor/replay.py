@@ -22,14 +22,14 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from fsm.definition.spec import ADVANCE, WorkflowSpec
 from fsm.errors import validation_summary
 from fsm.records import Event, describe
-from fsm.store.base import Store
+from fsm.store.roles import Effects, RunReads
 
 
 @dataclass
@@ -68,10 +68,15 @@ class _Transcript:
         return {}
 
 
+
+class Replayed(RunReads, Effects, Protocol):
+    """What a replay reads: the run's log and transcript, its effects and artifacts."""
+
+
 @dataclass
 class _Replay:
     spec: WorkflowSpec
-    store: Store
+    store: Replayed
     names: Mapping[str, str]
     transcript: _Transcript
     facts: dict[str, Any] = field(default_factory=dict)
@@ -91,7 +96,7 @@ def since_last_migration(events: list[Event]) -> list[Event]:
     return events if last is None else events[last:]
 
 
-def replay(spec: WorkflowSpec, store: Store, run_id: str,
+def replay(spec: WorkflowSpec, store: Replayed, run_id: str,
            state_map: Mapping[str, str] | None = None) -> list[str]:
     """Every step of run ``run_id``'s recorded path that ``spec`` would refuse, one line
     each (states renamed by ``state_map`` first)."""

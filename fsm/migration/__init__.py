@@ -41,6 +41,7 @@ from fsm.migration.plan import (
 from fsm.records import FINAL_STATUSES, Event, RunState
 from fsm.runtime.migrating import move_run
 from fsm.store.base import Store
+from fsm.store.roles import Definitions, Effects
 
 __all__ = ["WAIT_KINDS", "Migration", "Plan", "RunVerdict", "WaitKind", "migrate",
            "parse_map", "plan_migration", "run_waits_for", "state_waits_for",
@@ -99,7 +100,7 @@ def plan_migration(store: Store, workflow: WorkflowSpec, *, runs: Sequence[str] 
                       unfinished=unfinished_writes(store, [r for r, _ in selected]))
 
 
-def unfinished_writes(store: Store, runs: Sequence[RunState]) -> dict[str, str]:
+def unfinished_writes(store: Effects, runs: Sequence[RunState]) -> dict[str, str]:
     """Run id → tool, for the runs whose next step claimed a write and never committed."""
     out = {}
     for r in runs:
@@ -123,7 +124,7 @@ def _selected(store: Store, workflow: WorkflowSpec, runs: Sequence[str],
     return [(r, store.events(r.run_id)) for r in picked]
 
 
-def _hashes(store: Store, workflow: WorkflowSpec, version: str) -> set[str]:
+def _hashes(store: Definitions, workflow: WorkflowSpec, version: str) -> set[str]:
     """The definitions of ``workflow`` that ``version`` names (a label or a hash)."""
     found = {d.definition_hash for d in store.definitions(workflow.name)
              if version in (d.version, d.definition_hash)}

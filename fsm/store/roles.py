@@ -60,7 +60,7 @@ from fsm.store.page import Page
 from fsm.store.people import Account, Notification, Refusal
 
 __all__ = ["Approvals", "Conversations", "Definitions", "Desk", "Effects", "Inbox",
-           "InboxRows", "Leases", "People", "Roles", "RunReads", "Runs"]
+           "Evidence", "InboxRows", "Leases", "People", "Roles", "RunReads", "Runs"]
 
 
 class RunReads(Protocol):
@@ -418,6 +418,12 @@ class Inbox(Protocol):
     @abstractmethod
     def workflow_names(self) -> list[str]:
         """The workflows that have runs, sorted."""
+
+
+class Evidence(RunReads, Effects, Approvals, Definitions, Desk, People, Conversations,
+               Protocol):
+    """Every row a run left, in every role: what the audit, an evidence bundle and a run's
+    page read (no lease, no page of the inbox)."""
 
 
 class InboxRows(People, Inbox, Protocol):

@@ -22,7 +22,7 @@ import math
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
@@ -37,6 +37,7 @@ from fsm.runtime.conversation.judging import asked_hash, summary
 from fsm.runtime.engine import Engine
 from fsm.store.base import Store
 from fsm.store.people import Refusal
+from fsm.store.roles import Conversations, RunReads
 from fsm.web.auth import Throttle
 from fsm.web.decisions import Workflows
 
@@ -106,7 +107,11 @@ def asked(spec: WorkflowSpec | None, run: RunState) -> dict[str, Any] | None:
             "expires_at": utc(p.expires_at) if p.expires_at is not None else None}
 
 
-def conversation_data(store: Store, spec: WorkflowSpec | None, run: RunState
+class Talked(RunReads, Conversations, Protocol):
+    """What a conversation's page reads: the run, its log and transcript, its replies."""
+
+
+def conversation_data(store: Talked, spec: WorkflowSpec | None, run: RunState
                       ) -> dict[str, Any]:
     """The JSON of ``GET /chat/{run_id}``."""
     events = store.events(run.run_id)

@@ -19,6 +19,7 @@ from fsm.runtime.engine import Engine
 from fsm.store.base import Store
 from fsm.store.desk import Queue
 from fsm.store.people import Account
+from fsm.store.roles import Desk
 from fsm.web.decisions import Workflows, iso, own_version
 from fsm.web.forms import clip
 from fsm.web.pages import Diagrams, Pager, age
@@ -46,7 +47,7 @@ class QueueRow:
     handed: str
 
 
-def queue(store: Store, now: float, q: Queue, page: int) -> tuple[list[QueueRow], Pager]:
+def queue(store: Desk, now: float, q: Queue, page: int) -> tuple[list[QueueRow], Pager]:
     """One page of the handover queue, newest first."""
     pager = Pager(page, store.count_handovers(q))
     found = store.handovers(q, limit=pager.size, offset=pager.offset)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fsm.definition.presentation import PLAIN
 from fsm.definition.spec import WorkflowSpec
 from fsm.records import Approval, Effect, Event, RunState, utc
-from fsm.store.base import Store
+from fsm.store.roles import Evidence
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def _asked(spec: WorkflowSpec, subject: str, run: RunState,
     return out
 
 
-def others(store: Store, spec: WorkflowSpec | None, run: RunState,
+def others(store: Evidence, spec: WorkflowSpec | None, run: RunState,
            approval: Approval) -> list[Other]:
     """The other runs' open, approved and done requests about this request's subject."""
     subject = subject_of(spec, run, approval)
