@@ -20,9 +20,9 @@ from embedded_pg import start_embedded_postgres
 from fsm import Engine, MemoryStore, WorkflowSpec
 from fsm.signing import default_key_file
 from fsm.store import SQLiteStore
+from fsm.store._statements import DATABASE_IDENTITY
 from fsm.store.base import Store
 from fsm.store.postgres import PostgresStore
-from fsm.store.statements import DATABASE_IDENTITY
 from workflows.refund import Shop, build
 
 #: ``server`` and ``no_model_env``, for the tests against the fake OpenAI server; ``cli``,

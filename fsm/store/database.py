@@ -6,7 +6,7 @@ schema, signing keys: :class:`~fsm.store.sqlite.SQLiteDatabase`,
 (:class:`Role`: runs, effects, approvals, definitions, the inbox, conversations, the
 desk, leases). The roles hold no connection of their own: a commit that writes the rows
 of several roles does so in one of the database's transactions
-(:func:`~fsm.store.statements.commit_writes`).
+(:func:`~fsm.store._statements.commit_writes`).
 """
 
 from __future__ import annotations
@@ -22,17 +22,17 @@ from pydantic import BaseModel
 from fsm.errors import RowDamaged, RunNotFound
 from fsm.records import Approval, RunState
 from fsm.signing import Keys
+from fsm.store._columns import UNREADABLE, approval_from, damaged, run_from
+from fsm.store._dialect import Dialect
+from fsm.store._statements import Head, Statements, Write, statements
 from fsm.store.base import missing
-from fsm.store.columns import UNREADABLE, approval_from, damaged, run_from
 from fsm.store.desk import TOMBSTONE_COLUMNS, Tombstone
-from fsm.store.dialect import Dialect
-from fsm.store.statements import Head, Statements, Write, statements
 
 __all__ = ["Database", "Role"]
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
-#: Log heads a database keeps (see :meth:`~fsm.store.sql_runs.SQLRuns.commit`); past this
+#: Log heads a database keeps (see :meth:`~fsm.store._sql_runs.SQLRuns.commit`); past this
 #: many, it starts over.
 HEADS_KEPT = 4096
 
@@ -140,7 +140,7 @@ class Role:
             raise self._damaged(table, values.get("run_id"), exc, key=key) from None
 
     def _approval(self, values: Mapping[str, Any]) -> Approval:
-        """An approvals row (:data:`~fsm.store.columns.APPROVAL_COLUMNS`), or the row is
+        """An approvals row (:data:`~fsm.store._columns.APPROVAL_COLUMNS`), or the row is
         damaged."""
         try:
             return approval_from(values)

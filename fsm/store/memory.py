@@ -29,9 +29,9 @@ from fsm.records import (
 )
 from fsm.records.conversation import Reply
 from fsm.signing import Keys
+from fsm.store._memory_desk import MemoryDesk
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import check_fence, expiry, lease_held
-from fsm.store.memory_desk import MemoryDesk
 from fsm.store.page import Page, old_spelling
 from fsm.store.people import (
     Account,

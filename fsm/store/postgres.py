@@ -23,12 +23,12 @@ from psycopg_pool import ConnectionPool
 from fsm.errors import FSMError, StoreError, StoreUnavailable
 from fsm.observability.faults import fault
 from fsm.signing import default_key_file, for_database, verify_keys
+from fsm.store._dialect import POSTGRES
+from fsm.store._statements import DATABASE_IDENTITY, SIGNED_RUN, Write
 from fsm.store.database import Database
-from fsm.store.dialect import POSTGRES
 from fsm.store.pg_schema import CHANNEL, MIGRATION_LOCK, MIGRATIONS, SWEEP_LOCK
 from fsm.store.pg_session import Timeouts, failure, session_kwargs
 from fsm.store.sql import SQLStore
-from fsm.store.statements import DATABASE_IDENTITY, SIGNED_RUN, Write
 
 
 def _line(exc: Exception) -> str:

@@ -4,18 +4,18 @@
 file or PostgreSQL's pool, transactions, errors, migrations, signing keys) and its
 :class:`~fsm.store.roles.Roles`, each written once for both dialects:
 
-==================  ====================================================  =====================
-role                its object                                            module
-==================  ====================================================  =====================
-runs                :class:`~fsm.store.sql_runs.SQLRuns`                  :mod:`fsm.store.sql_runs`
-effects             :class:`~fsm.store.sql_runs.SQLEffects`
-approvals           :class:`~fsm.store.sql_runs.SQLApprovals`
-definitions         :class:`~fsm.store.sql_runs.SQLDefinitions`
-conversations       :class:`~fsm.store.sql_runs.SQLConversations`
-inbox               :class:`~fsm.store.sql_inbox.SQLInbox`                :mod:`fsm.store.sql_inbox`
-desk                :class:`~fsm.store.prune.SQLDesk`                     :mod:`fsm.store.prune`
-leases              :class:`~fsm.store.sql_fleet.SQLLeases`               :mod:`fsm.store.sql_fleet`
-==================  ====================================================  =====================
+==============  ===========================================  ============================
+role            its object                                   its module
+==============  ===========================================  ============================
+runs            ``SQLRuns``                                  ``fsm.store._sql_runs``
+effects         ``SQLEffects``                               ``fsm.store._sql_runs``
+approvals       ``SQLApprovals``                             ``fsm.store._sql_runs``
+definitions     ``SQLDefinitions``                           ``fsm.store._sql_runs``
+conversations   ``SQLConversations``                         ``fsm.store._sql_runs``
+inbox           ``SQLInbox`` (accounts, refusals, outbox)    ``fsm.store._sql_inbox``
+desk            ``SQLDesk``                                  :mod:`fsm.store.prune`
+leases          ``SQLLeases``                                ``fsm.store._sql_leases``
+==============  ===========================================  ============================
 
 Every method of :class:`~fsm.store.base.Store` is answered by one role (the table
 below the class); a commit writes the rows of several roles in one transaction of the
@@ -27,13 +27,9 @@ from __future__ import annotations
 from typing import Any
 
 from fsm.signing import Keys
-from fsm.store.base import Store
-from fsm.store.database import Database
-from fsm.store.prune import SQLDesk
-from fsm.store.roles import Roles
-from fsm.store.sql_fleet import SQLLeases
-from fsm.store.sql_inbox import SQLInbox
-from fsm.store.sql_runs import (
+from fsm.store._sql_inbox import SQLInbox
+from fsm.store._sql_leases import SQLLeases
+from fsm.store._sql_runs import (
     SQLApprovals,
     SQLConversations,
     SQLDefinitions,
@@ -41,6 +37,10 @@ from fsm.store.sql_runs import (
     SQLRuns,
     parse_many,
 )
+from fsm.store.base import Store
+from fsm.store.database import Database
+from fsm.store.prune import SQLDesk
+from fsm.store.roles import Roles
 
 __all__ = ["SQLStore", "parse_many"]
 

@@ -19,11 +19,11 @@ from typing import Any
 
 from fsm.errors import StoreError, StoreUnavailable, is_transient
 from fsm.signing import for_database, verify_keys
+from fsm.store._dialect import SQLITE
+from fsm.store._statements import SIGNED_RUN
 from fsm.store.database import Database
-from fsm.store.dialect import SQLITE
 from fsm.store.schema import MIGRATIONS
 from fsm.store.sql import SQLStore
-from fsm.store.statements import SIGNED_RUN
 
 
 class SQLiteDatabase(Database):

@@ -14,7 +14,7 @@ from chat_desk import Ledger, build, clerk
 from fsm import Engine, Event, SQLiteStore
 from fsm.auditor.audit import audit
 from fsm.records import canonical
-from fsm.store.columns import EVENT_COLUMNS as _EVENT_COLS
+from fsm.store._columns import EVENT_COLUMNS as _EVENT_COLS
 from fsm.testing import ScriptedCustomer, talk
 
 RUN = "c1"

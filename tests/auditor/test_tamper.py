@@ -17,7 +17,7 @@ from crashkit import fork_fsm, run_fsm
 
 from fsm import Event, SQLiteStore
 from fsm.auditor.audit import audit
-from fsm.store.columns import EVENT_COLUMNS as _EVENT_COLS
+from fsm.store._columns import EVENT_COLUMNS as _EVENT_COLS
 from workflows.refund import Shop, build, clerk
 
 RUN = "r"

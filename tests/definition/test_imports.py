@@ -51,6 +51,7 @@ MOVED = {
     "transcript": "records.transcript",
     "doctor": "cli.system.doctor",
     "faults": "testing.faults",
+    **{f"store.{m}": f"store._{m}" for m in ("columns", "statements", "dialect")},
 }
 
 

@@ -33,7 +33,7 @@ from fsm.records import (
     verify_chain,
 )
 from fsm.records.transcript import read_all
-from fsm.store.columns import EVENT_COLUMNS, run_from
+from fsm.store._columns import EVENT_COLUMNS, run_from
 
 
 def plain(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""Both SQL stores write a commit's rows in one order (:mod:`fsm.store.statements`).
+"""Both SQL stores write a commit's rows in one order (:mod:`fsm.store._statements`).
 
 Triggers on every table a commit writes record each row written, in the order the
 database saw them, into a table of their own; the same large refund (paused for a

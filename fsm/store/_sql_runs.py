@@ -1,6 +1,6 @@
 """The runs, effects, approvals, definitions and customers' replies of both SQL stores,
 written once over a :class:`~fsm.store.database.Database` (its dialect spells the
-statements of :mod:`fsm.store.statements`): one role object each."""
+statements of :mod:`fsm.store._statements`): one role object each."""
 
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ from fsm.records import (
 )
 from fsm.records.conversation import Reply
 from fsm.signing import Keys
-from fsm.store.base import labels
-from fsm.store.columns import (
+from fsm.store._columns import (
     APPROVAL_COLUMNS,
     DEFINITION_COLUMNS,
     EFFECT_COLUMNS,
@@ -38,10 +37,11 @@ from fsm.store.columns import (
     reply_row,
     runs_where,
 )
+from fsm.store._statements import Head, commit_writes
+from fsm.store.base import labels
 from fsm.store.database import Database, Role
 from fsm.store.lease import check_fence
 from fsm.store.page import Page, read_rows
-from fsm.store.statements import Head, commit_writes
 
 __all__ = ["SQLApprovals", "SQLConversations", "SQLDefinitions", "SQLEffects", "SQLRuns",
            "parse_many"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from fsm.errors import RowDamaged, StoreError
 from fsm.records import Approval, RunState
-from fsm.store.columns import (
+from fsm.store._columns import (
     ACCOUNT_COLUMNS,
     APPROVAL_COLUMNS,
     NOTIFICATION_COLUMNS,
