@@ -3,6 +3,7 @@ and the roles the contract suite did not reach behave alike on every store."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import threading
 from typing import Any
@@ -52,6 +53,48 @@ def test_the_store_is_the_union_of_the_roles_and_no_store_lacks_one() -> None:
     Partial.__abstractmethods__ = frozenset({"handovers"})
     with pytest.raises(TypeError, match="handovers"):
         Partial()
+
+
+#: Each field of ``store.roles`` and the protocols its object answers.
+FIELDS = {"runs": [roles.RunReads, roles.Runs], "effects": [roles.Effects],
+          "approvals": [roles.Approvals], "definitions": [roles.Definitions],
+          "inbox": [roles.People, roles.Inbox], "conversations": [roles.Conversations],
+          "desk": [roles.Desk], "leases": [roles.Leases]}
+
+
+def test_fields_name_every_role_once() -> None:
+    assert [f.name for f in dataclasses.fields(roles.Roles)] == list(FIELDS)
+    assert sorted((r for rs in FIELDS.values() for r in rs), key=str) == sorted(ROLES, key=str)
+
+
+def test_a_sql_store_is_one_database_and_one_object_per_role(store: Store) -> None:
+    """Each role is its own object over the store's one database (the memory store is
+    every role itself), and each of the store's methods is answered by the role whose
+    protocol declares it."""
+    from fsm.store.sql import SQLStore, _Via
+
+    parts = {name: getattr(store.roles, name) for name in FIELDS}
+    if isinstance(store, MemoryStore):
+        assert all(part is store for part in parts.values())
+        return
+    assert isinstance(store, SQLStore)
+    assert len({id(p) for p in parts.values()}) == len(parts)
+    assert all(part.db is store.db for part in parts.values())
+    for name, protocols in FIELDS.items():
+        for protocol in protocols:
+            for method in own_methods(protocol):
+                via = vars(SQLStore)[method]
+                assert isinstance(via, _Via) and via.role == name, (method, name)
+                assert callable(getattr(parts[name], method)), (name, method)
+
+    # Rows written through one role are what the store (and every other role) reads.
+    parts["runs"].create_run(run())
+    store.roles.inbox.add_refusal(Refusal(run_id="r1", approval_id="a1", account="omar",
+                                          action="approve", code="stale", reason="no",
+                                          at=1000.0))
+    assert store.load_run("r1").run_id == "r1"
+    assert [r.reason for r in store.refusals("r1")] == ["no"]
+    assert store.roles.definitions.definition_column("r1") == "d" * 16
 
 
 def run(run_id: str = "r1") -> RunState:
