@@ -422,8 +422,8 @@ class Inbox(Protocol):
 
 class Evidence(RunReads, Effects, Approvals, Definitions, Desk, People, Conversations,
                Protocol):
-    """Every row a run left, in every role: what the audit, an evidence bundle and a run's
-    page read (no lease, no page of the inbox)."""
+    """Every row a run left, in every role: what the audit and the duplicates a page
+    shows read (no lease, no page of the inbox). Only a whole store answers it."""
 
 
 class InboxRows(People, Inbox, Protocol):
@@ -432,9 +432,11 @@ class InboxRows(People, Inbox, Protocol):
 
 @dataclass(frozen=True)
 class Roles:
-    """A store's roles, one object each (a SQL store's are objects over one database;
-    the memory store is every role itself). Code that needs one concern takes its role:
-    ``audit(store.roles.runs, ...)`` cannot commit."""
+    """A store's roles, one object each (a SQL store's are objects over its one
+    database; the memory store is every role itself). Code that needs one concern takes
+    that role's protocol, and any store's ``store.roles.<role>`` answers it:
+    ``unfinished_writes(store.roles.effects, runs)`` reads effects and can do nothing
+    else. Code that reads several roles (the audit's :class:`Evidence`) takes the store."""
 
     runs: Runs
     effects: Effects

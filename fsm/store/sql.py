@@ -46,8 +46,10 @@ __all__ = ["SQLStore", "parse_many"]
 
 
 class _Via:
-    """A store method answered by one of the store's roles (the role's own bound method:
-    a subclass may still override it, and ``super()`` finds this)."""
+    """A store method answered by one of the store's roles: reading it gives the role's own
+    bound method, so a subclass may still override the store's method (and ``super()``
+    finds this). A role's own calls to another of its methods stay within the role: an
+    override on the store does not reach them."""
 
     __slots__ = ("name", "role")
 
@@ -61,7 +63,16 @@ class _Via:
     def __get__(self, store: Any, owner: type | None = None) -> Any:
         if store is None:
             return self
-        return getattr(getattr(store.roles, self.role), self.name)
+        try:
+            roles = vars(store)["roles"]
+        except KeyError:
+            raise AttributeError(f"{type(store).__name__}.{self.name}: the store has no "
+                                 "roles yet (SQLStore.__init__ was not called)") from None
+        return getattr(getattr(roles, self.role), self.name)
+
+    def __call__(self, store: Any, *args: Any, **kwargs: Any) -> Any:
+        """``SQLiteStore.commit(store, c)``: the method read from the class, called."""
+        return self.__get__(store)(*args, **kwargs)
 
 
 def _via(role: str) -> Any:

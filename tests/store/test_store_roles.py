@@ -97,6 +97,33 @@ def test_a_sql_store_is_one_database_and_one_object_per_role(store: Store) -> No
     assert store.roles.definitions.definition_column("r1") == "d" * 16
 
 
+def test_code_that_takes_one_role_takes_any_store_s_object_for_it(store: Store) -> None:
+    """A consumer typed with one role works on ``store.roles.<role>`` of every store."""
+    from fsm.auditor.beside import refusals
+    from fsm.migration import unfinished_writes
+    from fsm.store.desk import OPEN
+    from fsm.web.desk import queue
+
+    store.create_run(run())
+    store.claim_effect(Effect(key="r1:1", run_id="r1", step=1, tool="pay", args={},
+                              status="STARTED", started_at=1000.0))
+    store.add_refusal(Refusal(run_id="r1", approval_id="a1", account="omar",
+                              action="approve", code="stale", reason="no", at=1000.0))
+    assert unfinished_writes(store.roles.effects, [store.load_run("r1")]) == {"r1": "pay"}
+    assert refusals(store.roles.inbox, "r1") == []  # the chain of one attempt holds
+    rows, pager = queue(store.roles.desk, 1000.0, OPEN, 1)
+    assert rows == [] and pager.page == 1
+
+
+def test_a_sql_store_method_read_from_its_class_or_before_its_roles() -> None:
+    store = SQLiteStore(":memory:")
+    store.create_run(run())
+    assert SQLiteStore.load_run(store, "r1").run_id == "r1"
+    bare = SQLiteStore.__new__(SQLiteStore)
+    with pytest.raises(AttributeError, match=r"SQLiteStore.load_run: the store has no roles"):
+        bare.load_run("r1")
+
+
 def run(run_id: str = "r1") -> RunState:
     return RunState(run_id=run_id, workflow="wf", definition_hash="d" * 16, user="asha",
                     state="s", created_at=1000.0, updated_at=1000.0)
