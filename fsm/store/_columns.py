@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
+from typing import Any
 
 from fsm.errors import ApprovalAlreadyDecided, RowDamaged, StoreError
 from fsm.records import (
@@ -45,9 +43,6 @@ REPLY_COLUMNS = ("run_id", "seq", "body", "received_at", "run_version", "asked_h
 
 
 # -- rows that cannot be read -----------------------------------------------------------
-
-_T = TypeVar("_T")
-
 
 def damaged(where: str, table: str, run_id: str | None, exc: BaseException, *,
             key: str | None = None) -> RowDamaged:
@@ -175,9 +170,6 @@ def read_reply(mark: str) -> str:
 def reply_not_unread(run_id: str, seq: int) -> StoreError:
     return StoreError(f"reply {seq} of run {run_id!r} is missing or was read already; "
                       "nothing of this step was saved")
-
-
-_Model = TypeVar("_Model", bound=BaseModel)
 
 
 def refusal_insert(refusal: Refusal, head: Sequence[Any] | None, mark: str) -> tuple[
