@@ -37,6 +37,7 @@ from fsm.errors import (
     WorkflowNotFound,
 )
 from fsm.observability import hooks, telemetry
+from fsm.observability.faults import NAME as FAULT_VARIABLE
 
 try:  # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as click_errors
@@ -73,7 +74,7 @@ def _fault_injector() -> hooks.Hooks | None:
     """The fault points crash tests name (``FSM_FAULT``), read once, here at the entry
     point. The testing package is loaded only when the variable is set: it brings the
     stores and the definitions, which ``fsm --help`` does without."""
-    if not os.environ.get("FSM_FAULT", "").strip():
+    if not os.environ.get(FAULT_VARIABLE, "").strip():
         return None
     from fsm.testing import faults
 

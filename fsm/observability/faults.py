@@ -20,7 +20,11 @@ from __future__ import annotations
 
 from fsm.observability.hooks import Hooks, in_scope
 
-__all__ = ["FaultPoints", "fault"]
+__all__ = ["NAME", "FaultPoints", "fault"]
+
+#: The environment variable that names the points where a crash test's injector acts
+#: (read by :func:`fsm.testing.faults.from_environ`).
+NAME = "FSM_FAULT"
 
 
 class FaultPoints(Hooks):

@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Mapping
 
 from fsm.errors import UsageError
-from fsm.observability.faults import FaultPoints
+from fsm.observability.faults import NAME, FaultPoints
 from fsm.observability.hooks import (
     CommitInfo,
     PolicyCallInfo,
@@ -33,9 +33,6 @@ from fsm.observability.hooks import (
 )
 
 __all__ = ["NAME", "FaultInjector", "from_environ", "install"]
-
-#: The environment variable :func:`from_environ` reads.
-NAME = "FSM_FAULT"
 
 
 class FaultInjector(FaultPoints):
