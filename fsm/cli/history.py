@@ -82,10 +82,9 @@ def _policy(e: Event) -> str | None:
 
 def _detail(spec: WorkflowSpec, e: Event, result: str) -> str:
     """What the history's detail column says of ``e`` (``result``: a tool call's)."""
-    if e.kind == "pause" and not isinstance(e.detail.get("args"), dict):
-        return e.reason or ""
     told = _DETAILS.get(e.kind)
-    return told(spec, e.detail, result) if told is not None else e.reason or ""
+    said = told(spec, e.detail, result) if told is not None else None
+    return (e.reason or "") if said is None else said
 
 
 def _decision(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
@@ -114,8 +113,10 @@ def _migrated(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
             + (f", {_args(moved)}" if moved else "") + f" (by {d.get('by')})")
 
 
-def _pause(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
-    return f"waits for a person ({_args(d['args'])})"
+def _pause(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str | None:
+    """A pause for a person's decision on a call's arguments (others: their reason)."""
+    return f"waits for a person ({_args(d['args'])})" if isinstance(d.get("args"), dict) \
+        else None
 
 
 def _close(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
@@ -130,8 +131,9 @@ def _claim(spec: WorkflowSpec, d: dict[str, Any], result: str) -> str:
     return f"key {d.get('key')}" + (f", bound to approval {approval}" if approval else "")
 
 
-#: How the detail of an event of each kind is told (the others show their reason).
-_DETAILS: dict[str, Callable[[WorkflowSpec, dict[str, Any], str], str]] = {
+#: How the detail of an event of each kind is told (the others, and a teller that says
+#: ``None``, show the event's reason).
+_DETAILS: dict[str, Callable[[WorkflowSpec, dict[str, Any], str], str | None]] = {
     "decision": _decision, "tool": _tool, "budget": _budget, "migrated": _migrated,
     "pause": _pause, "close": _close, "claim": _claim,
 }
