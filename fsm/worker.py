@@ -259,8 +259,10 @@ class Worker:
                 continue
             if self.config.workflows and count.workflow not in self.config.workflows:
                 continue
-            self._looked.add(count.definition_hash)
+            # Looked at once considered: a read that fails here (the database went away
+            # for a moment) leaves the definition to the next look, not unknown for good.
             self._consider(count.workflow, count.definition_hash, count.sample)
+            self._looked.add(count.definition_hash)
         return len(self.definitions) > before
 
     def _consider(self, workflow: str, definition_hash: str, sample: str) -> None:

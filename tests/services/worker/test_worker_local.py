@@ -18,7 +18,7 @@ import pytest
 from crashkit import FSM_BIN
 from prometheus_client.parser import text_string_to_metric_families
 
-from fsm import Engine, EngineConfig, MemoryStore, StoreError, open_store
+from fsm import Engine, EngineConfig, MemoryStore, StoreError, StoreUnavailable, open_store
 from fsm.auditor.audit import audit
 from fsm.store import SQLiteStore
 from fsm.worker import Worker, WorkerConfig
@@ -62,10 +62,24 @@ def test_a_worker_on_sqlite_drives_submitted_runs_by_polling(tmp_path: Path,
         db=db)
     store = open_store(f"sqlite:///{db}")
     assert isinstance(store, SQLiteStore)
+    # The worker's first look at the runs' definition fails (the database went away for a
+    # moment): the definition is looked at again, not left unknown and its runs unclaimed.
+    failed: list[str] = []
+    events = store.events
+
+    def events_failing_once(run_id: str) -> Any:
+        if not failed:
+            failed.append(run_id)
+            raise StoreUnavailable("database 'runs.db': unavailable for a moment")
+        return events(run_id)
+
+    store.events = events_failing_once  # type: ignore[method-assign]
     try:
         worker, lines = drive_with_worker(
             store, lambda: {r.status for r in store.list_runs()} == {"done",
                                                                     "awaiting_approval"})
+        assert failed and any("cannot claim runs: database 'runs.db': unavailable" in x
+                              for x in lines)
         assert any("polling every" in x for x in lines)
         assert any(x.endswith("finished k1 (done)") for x in lines)
         assert any(x.endswith("paused h1 (awaiting approval)") for x in lines)
