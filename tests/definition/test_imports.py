@@ -72,3 +72,24 @@ def test_nothing_in_fsm_imports_a_moved_module_by_its_old_name() -> None:
     graph = grimp.build_graph("fsm")
     importers = {old: graph.find_modules_that_directly_import(f"fsm.{old}") for old in MOVED}
     assert {old: found for old, found in importers.items() if found} == {}
+
+
+def test_a_worker_rebuilding_a_policy_that_is_no_model_does_not_load_the_openai_sdk() -> None:
+    """The adapters package gives its names when first read: a worker that rebuilds a
+    ``module:attr`` policy (the fleet's) does not pay for the OpenAI SDK, and a model's
+    policy still finds it."""
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "from fsm.worker import _policy\n"
+        "from workflows.refund import Shop, build\n"
+        "policy = _policy('workflows.refund', build(Shop(':memory:')), None,\n"
+        "                 {'policy': 'workflows.refund.fleet:slow_clerk'}, None, False)\n"
+        "print(policy.__name__, 'openai' in sys.modules)\n"
+        "import fsm.adapters\n"
+        "print(fsm.adapters.OpenAIPolicy.__module__, 'openai' in sys.modules)\n"
+        "print(sorted(set(fsm.adapters.__all__) - set(dir(fsm.adapters))))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.splitlines()
+    assert out == ["slow_clerk False", "fsm.adapters.openai True", "[]"]
