@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import select
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +36,28 @@ def _line(exc: Exception) -> str:
     """libpq's message on one line (it puts a hint on a line of its own)."""
     return "; ".join(part.strip() for part in str(exc).splitlines() if part.strip()) or \
         type(exc).__name__
+
+
+def still_open(conn: psycopg.Connection[Any]) -> None:
+    """The pool's check of a connection before it lends it, raising if the connection is
+    gone, with no round trip while nothing came from the server since it was last used.
+
+    A session the server ended (``pg_terminate_backend``, a shutdown, a crash of its
+    process) leaves the socket readable: a last error message, or the end of the stream.
+    Then, and only then, the check asks the server (psycopg's own check, a round trip),
+    which raises. An idle connection of the pool is sent nothing otherwise: it listens
+    to no channel. A session ended after this check fails its next statement, as it would
+    after the round trip."""
+    if conn.closed or conn.broken:
+        raise psycopg.OperationalError("the connection is closed")
+    try:
+        ready = select.poll()
+        ready.register(conn.pgconn.socket, select.POLLIN)
+        quiet = not ready.poll(0)
+    except (OSError, psycopg.Error):
+        quiet = False
+    if not quiet:
+        ConnectionPool.check_connection(conn)
 
 
 def _names_a_database(url: str, shown: str) -> None:
@@ -94,7 +117,7 @@ class PostgresDatabase(Database):
             self._migrate()
         self.pool = ConnectionPool(
             url, min_size=1, max_size=size, kwargs=self._kwargs, open=False, name="fsm",
-            check=ConnectionPool.check_connection, timeout=t.connect,
+            check=still_open, timeout=t.connect,
         )
         try:
             self.pool.open(wait=True, timeout=t.connect)

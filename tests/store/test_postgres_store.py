@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg_pool import ConnectionPool
 
 from fsm import Engine, SQLiteStore, StoreError, open_store
 from fsm.auditor.audit import audit
@@ -132,6 +133,37 @@ def test_a_connection_killed_mid_step_writes_nothing_and_the_run_resumes(
         assert [(p["order_id"], p["amount_paise"]) for p in shop.ledger()] == [("A-1001", 35_000)]
     finally:
         shop.close()
+
+
+def test_the_pool_asks_the_server_before_lending_only_a_session_the_server_has_ended(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A healthy idle session is lent with no round trip; one the server ended (its
+    goodbye is waiting on the socket) is asked, fails, and another is lent."""
+    asked: list[int] = []
+    real = ConnectionPool.check_connection
+
+    def check(cls: type, conn: psycopg.Connection) -> None:  # type: ignore[type-arg]
+        asked.append(conn.info.backend_pid)
+        real(conn)
+
+    monkeypatch.setattr(ConnectionPool, "check_connection", classmethod(check))
+    store = PostgresStore(pg_url, pool_size=1, application_name="fsm-lend-test")
+    try:
+        pids = {store.db.read("SELECT pg_backend_pid()")[0][0] for _ in range(5)}
+        assert len(pids) == 1 and asked == []
+        (first,) = pids
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+            for _ in range(400):
+                if admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                 (first,)).fetchone() == (0,):
+                    break
+                time.sleep(0.025)
+        again = store.db.read("SELECT pg_backend_pid()")[0][0]
+        assert again != first and asked == [first]
+        assert store.db.read("SELECT pg_backend_pid()")[0][0] == again and asked == [first]
+    finally:
+        store.close()
 
 
 def _raised(fn: object) -> list[BaseException]:
