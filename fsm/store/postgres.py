@@ -50,12 +50,14 @@ def still_open(conn: psycopg.Connection[Any]) -> None:
     after the round trip."""
     if conn.closed or conn.broken:
         raise psycopg.OperationalError("the connection is closed")
-    try:
-        ready = select.poll()
-        ready.register(conn.pgconn.socket, select.POLLIN)
-        quiet = not ready.poll(0)
-    except (OSError, psycopg.Error):
-        quiet = False
+    quiet = False  # where the system has no poll(), the check asks the server each time
+    if hasattr(select, "poll"):
+        try:
+            ready = select.poll()
+            ready.register(conn.pgconn.socket, select.POLLIN)
+            quiet = not ready.poll(0)
+        except (OSError, psycopg.Error):
+            quiet = False
     if not quiet:
         ConnectionPool.check_connection(conn)
 
