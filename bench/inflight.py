@@ -16,8 +16,10 @@ Figures of each row:
   over the most runs it held at once;
 - ``p99_pickup_ms``: from the release of a run's hold (runnable) to its first policy
   call (its first step), the 99th percentile;
-- where the CPU went: the worker's CPU per step, PostgreSQL's (its server processes),
-  and the machine's busy fraction over the window.
+- where the CPU went: the worker's CPU per step and the share of it spent in the kernel
+  (``stime``: scheduling, sockets, the GIL's futexes), the context switches of all the
+  worker's threads per step, PostgreSQL's CPU per step (its server processes), and the
+  machine's busy fraction over the window.
 """
 
 from __future__ import annotations
@@ -69,6 +71,25 @@ def submit(url: str, prefix: str, letter: str, n: int) -> list[str]:
 def _cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def _kernel_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[12]) / TICKS  # stime
+
+
+def _switches(pid: int) -> int:
+    """Context switches (voluntary and not) of the process's threads alive now."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            for line in (task / "status").read_text().splitlines():
+                if line.startswith(("voluntary_ctxt_switches:",
+                                    "nonvoluntary_ctxt_switches:")):
+                    total += int(line.split()[1])
+        except OSError:
+            continue  # the thread ended
+    return total
 
 
 def _rss_kb(pid: int) -> int:
@@ -125,6 +146,7 @@ def measure(url: str, kind: str, in_flight: int, latency: float, logs: Path, let
         time.sleep(0.5)
         idle_rss, cpu0, pg0, busy0 = (_rss_kb(proc.pid), _cpu_seconds(proc.pid),
                                       _postgres_cpu(), _machine_busy())
+        kernel0, switches0 = _kernel_seconds(proc.pid), _switches(proc.pid)
         released: dict[str, float] = {}
         with psycopg.connect(url, autocommit=True) as db:
             t0 = time.time()
@@ -154,6 +176,8 @@ def measure(url: str, kind: str, in_flight: int, latency: float, logs: Path, let
             steps = db.execute("SELECT count(*) FROM events WHERE run_id LIKE %s AND "
                                "kind = 'policy'", (f"{prefix}-%",)).fetchone()
         cpu, pg, busy1 = _cpu_seconds(proc.pid) - cpu0, _postgres_cpu() - pg0, _machine_busy()
+        kernel = _kernel_seconds(proc.pid) - kernel0
+        switches = _switches(proc.pid) - switches0
     finally:
         proc.terminate()
         proc.wait(120)
@@ -177,6 +201,8 @@ def measure(url: str, kind: str, in_flight: int, latency: float, logs: Path, let
         "steps": n_steps,
         "worker_cpu_s": round(cpu, 2),
         "worker_cpu_ms_per_step": round(cpu * 1000 / max(n_steps, 1), 2),
+        "worker_kernel_share": round(kernel / cpu, 3) if cpu else None,
+        "context_switches_per_step": round(switches / max(n_steps, 1), 1),
         "postgres_cpu_s": round(pg, 2),
         "postgres_cpu_ms_per_step": round(pg * 1000 / max(n_steps, 1), 2),
         "machine_busy": round((busy1[0] - busy0[0]) / max(busy1[1] - busy0[1], 1), 3),
@@ -198,6 +224,8 @@ def run_inflight(url: str, in_flight: int, latency: float, short_latency: float 
               f"against {row['limit_seconds']:g} s), at most {row['most_in_flight']} in "
               f"flight, {row['rss_per_run_kb']} KB RSS per run, p99 pick-up "
               f"{row['p99_pickup_ms']} ms, worker CPU {row['worker_cpu_ms_per_step']} ms "
+              f"({row['worker_kernel_share']:.0%} of it in the kernel, "
+              f"{row['context_switches_per_step']:g} context switches) "
               f"and PostgreSQL {row['postgres_cpu_ms_per_step']} ms per step, machine "
               f"{row['machine_busy']:.0%} busy", flush=True)
     return {"in_flight": in_flight, "model_latency_s": latency, "rows": rows,
