@@ -14,6 +14,7 @@ import os
 import re
 import select
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -38,28 +39,53 @@ def _line(exc: Exception) -> str:
         type(exc).__name__
 
 
-def still_open(conn: psycopg.Connection[Any]) -> None:
-    """The pool's check of a connection before it lends it, raising if the connection is
-    gone, with no round trip while nothing came from the server since it was last used.
+#: Seconds since a pooled connection last spoke with the server within which it is lent
+#: again without asking the server, unless the server has said something on its socket.
+FRESH_SECONDS = 2.0
 
-    A session the server ended (``pg_terminate_backend``, a shutdown, a crash of its
-    process) leaves the socket readable: a last error message, or the end of the stream.
-    Then, and only then, the check asks the server (psycopg's own check, a round trip),
-    which raises. An idle connection of the pool is sent nothing otherwise: it listens
-    to no channel. A session ended after this check fails its next statement, as it would
-    after the round trip."""
-    if conn.closed or conn.broken:
+
+class PooledConnection(psycopg.Connection[Any]):
+    """A connection of a store's pool, and when it was last known to be alive (monotonic):
+    opened, asked, or lent (its last statement ended before it came back to the pool)."""
+
+    heard_at: float = float("-inf")
+
+
+def _opened(conn: PooledConnection) -> None:
+    conn.heard_at = time.monotonic()
+
+
+def still_open(conn: PooledConnection) -> None:
+    """The pool's check of a connection before it lends it: raises if the connection is
+    gone, and asks the server (psycopg's own check, a round trip) only when it must.
+
+    A connection opened or lent in the last :data:`FRESH_SECONDS` whose socket has nothing
+    unread is lent as it is: it spoke with the server a moment ago, and a session the server
+    ended since (``pg_terminate_backend``, a shutdown, a crash of its process) would have
+    left its last message, or the end of the stream, on the socket. An idle connection of
+    the pool is sent nothing else: it listens to no channel. Any other connection is
+    asked, so that one whose server went without a word (a host lost, an address moved,
+    an idle connection dropped by a firewall) is found dead here and replaced. A session
+    ended after this check fails its next statement, as it would after the round trip."""
+    if conn.closed:
         raise psycopg.OperationalError("the connection is closed")
-    quiet = False  # where the system has no poll(), the check asks the server each time
-    if hasattr(select, "poll"):
-        try:
-            ready = select.poll()
-            ready.register(conn.pgconn.socket, select.POLLIN)
-            quiet = not ready.poll(0)
-        except (OSError, psycopg.Error):
-            quiet = False
-    if not quiet:
+    now = time.monotonic()
+    if not (now - conn.heard_at < FRESH_SECONDS and _quiet(conn)):
         ConnectionPool.check_connection(conn)
+    conn.heard_at = now
+
+
+def _quiet(conn: psycopg.Connection[Any]) -> bool:
+    """Whether the connection's socket has nothing unread (False where the system has no
+    ``poll()``, or the socket cannot be asked)."""
+    if not hasattr(select, "poll"):
+        return False
+    try:
+        ready = select.poll()
+        ready.register(conn.pgconn.socket, select.POLLIN)
+        return not ready.poll(0)
+    except (OSError, psycopg.Error):
+        return False
 
 
 def _names_a_database(url: str, shown: str) -> None:
@@ -118,8 +144,9 @@ class PostgresDatabase(Database):
         else:
             self._migrate()
         self.pool = ConnectionPool(
-            url, min_size=1, max_size=size, kwargs=self._kwargs, open=False, name="fsm",
-            check=still_open, timeout=t.connect,
+            url, connection_class=PooledConnection, min_size=1, max_size=size,
+            kwargs=self._kwargs, open=False, name="fsm", configure=_opened, check=still_open,
+            timeout=t.connect,
         )
         try:
             self.pool.open(wait=True, timeout=t.connect)

@@ -17,7 +17,7 @@ from fsm import Engine, SQLiteStore, StoreError, open_store
 from fsm.auditor.audit import audit
 from fsm.records import StepCommit
 from fsm.records.transcript import read_all
-from fsm.store import Store
+from fsm.store import Store, postgres
 from fsm.store.pg_schema import MIGRATIONS
 from fsm.store.postgres import PostgresStore
 from workflows.refund import Shop, build, clerk
@@ -135,10 +135,12 @@ def test_a_connection_killed_mid_step_writes_nothing_and_the_run_resumes(
         shop.close()
 
 
-def test_the_pool_asks_the_server_before_lending_only_a_session_the_server_has_ended(
+def test_the_pool_asks_the_server_before_lending_only_a_session_it_cannot_vouch_for(
         pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A healthy idle session is lent with no round trip; one the server ended (its
-    goodbye is waiting on the socket) is asked, fails, and another is lent."""
+    """A session that spoke with the server a moment ago and has nothing unread is lent
+    with no round trip; one the server ended (its goodbye waits on the socket) is asked,
+    fails, and another is lent; one not heard from for a while is asked before it is
+    lent. (The while is set here, not waited for.)"""
     asked: list[int] = []
     real = ConnectionPool.check_connection
 
@@ -147,6 +149,7 @@ def test_the_pool_asks_the_server_before_lending_only_a_session_the_server_has_e
         real(conn)
 
     monkeypatch.setattr(ConnectionPool, "check_connection", classmethod(check))
+    monkeypatch.setattr(postgres, "FRESH_SECONDS", 3600.0)
     store = PostgresStore(pg_url, pool_size=1, application_name="fsm-lend-test")
     try:
         pids = {store.db.read("SELECT pg_backend_pid()")[0][0] for _ in range(5)}
@@ -162,6 +165,9 @@ def test_the_pool_asks_the_server_before_lending_only_a_session_the_server_has_e
         again = store.db.read("SELECT pg_backend_pid()")[0][0]
         assert again != first and asked == [first]
         assert store.db.read("SELECT pg_backend_pid()")[0][0] == again and asked == [first]
+        monkeypatch.setattr(postgres, "FRESH_SECONDS", 0.0)
+        assert store.db.read("SELECT pg_backend_pid()")[0][0] == again
+        assert asked == [first, again]
     finally:
         store.close()
 
