@@ -53,8 +53,13 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     module = _FROM.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module is None:  # a module of the package (``fsm.adapters.openai``), or nothing
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

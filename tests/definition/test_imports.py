@@ -89,7 +89,11 @@ def test_a_worker_rebuilding_a_policy_that_is_no_model_does_not_load_the_openai_
         "print(policy.__name__, 'openai' in sys.modules)\n"
         "import fsm.adapters\n"
         "print(fsm.adapters.OpenAIPolicy.__module__, 'openai' in sys.modules)\n"
-        "print(sorted(set(fsm.adapters.__all__) - set(dir(fsm.adapters))))\n")
+        "print(sorted({getattr(fsm.adapters, n).__module__.split('.')[-1]\n"
+        "              for n in fsm.adapters.__all__ if n != 'DEFAULT_TIMEOUT'}))\n"
+        "print(fsm.adapters.translate.__name__, hasattr(fsm.adapters, 'nothing'))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          timeout=120, check=True).stdout.splitlines()
-    assert out == ["slow_clerk False", "fsm.adapters.openai True", "[]"]
+    assert out == ["slow_clerk False", "fsm.adapters.openai True",
+                   "['errors', 'openai', 'textcalls', 'translate']",
+                   "fsm.adapters.translate False"]
