@@ -78,18 +78,17 @@ def _kernel_seconds(pid: int) -> float:
     return int(fields[12]) / TICKS  # stime
 
 
-def _switches(pid: int) -> int:
-    """Context switches (voluntary and not) of the process's threads alive now."""
-    total = 0
+def _switches(pid: int) -> dict[str, int]:
+    """Context switches (voluntary and not) of each of the process's threads alive now."""
+    counts = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
-            for line in (task / "status").read_text().splitlines():
-                if line.startswith(("voluntary_ctxt_switches:",
-                                    "nonvoluntary_ctxt_switches:")):
-                    total += int(line.split()[1])
+            lines = (task / "status").read_text().splitlines()
         except OSError:
             continue  # the thread ended
-    return total
+        counts[task.name] = sum(int(line.split()[1]) for line in lines if line.startswith(
+            ("voluntary_ctxt_switches:", "nonvoluntary_ctxt_switches:")))
+    return counts
 
 
 def _rss_kb(pid: int) -> int:
@@ -146,7 +145,10 @@ def measure(url: str, kind: str, in_flight: int, latency: float, logs: Path, let
         time.sleep(0.5)
         idle_rss, cpu0, pg0, busy0 = (_rss_kb(proc.pid), _cpu_seconds(proc.pid),
                                       _postgres_cpu(), _machine_busy())
+        # Per thread, the last count seen: a thread that ends in the window (the
+        # heartbeat's, when nothing is held) keeps what it had.
         kernel0, switches0 = _kernel_seconds(proc.pid), _switches(proc.pid)
+        switches_seen = dict(switches0)
         released: dict[str, float] = {}
         with psycopg.connect(url, autocommit=True) as db:
             t0 = time.time()
@@ -159,6 +161,7 @@ def measure(url: str, kind: str, in_flight: int, latency: float, logs: Path, let
             while done < in_flight:
                 time.sleep(0.25)
                 peak_rss = max(peak_rss, _rss_kb(proc.pid))
+                switches_seen.update(_switches(proc.pid))
                 row = db.execute(
                     "SELECT count(*) FILTER (WHERE status = ANY(%s)), count(*) FILTER "
                     "(WHERE status = 'running' AND lease_owner LIKE %s) FROM runs "
@@ -177,7 +180,8 @@ def measure(url: str, kind: str, in_flight: int, latency: float, logs: Path, let
                                "kind = 'policy'", (f"{prefix}-%",)).fetchone()
         cpu, pg, busy1 = _cpu_seconds(proc.pid) - cpu0, _postgres_cpu() - pg0, _machine_busy()
         kernel = _kernel_seconds(proc.pid) - kernel0
-        switches = _switches(proc.pid) - switches0
+        switches_seen.update(_switches(proc.pid))
+        switches = sum(switches_seen.values()) - sum(switches0.values())
     finally:
         proc.terminate()
         proc.wait(120)
@@ -224,7 +228,7 @@ def run_inflight(url: str, in_flight: int, latency: float, short_latency: float 
               f"against {row['limit_seconds']:g} s), at most {row['most_in_flight']} in "
               f"flight, {row['rss_per_run_kb']} KB RSS per run, p99 pick-up "
               f"{row['p99_pickup_ms']} ms, worker CPU {row['worker_cpu_ms_per_step']} ms "
-              f"({row['worker_kernel_share']:.0%} of it in the kernel, "
+              f"({row['worker_kernel_share'] or 0:.0%} of it in the kernel, "
               f"{row['context_switches_per_step']:g} context switches) "
               f"and PostgreSQL {row['postgres_cpu_ms_per_step']} ms per step, machine "
               f"{row['machine_busy']:.0%} busy", flush=True)
