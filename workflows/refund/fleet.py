@@ -291,13 +291,15 @@ class Soak:
 
     def run(self, orders: list[Order], *, kill_for: float, kill_every: tuple[float, float],
             timeout: float = 300.0, seed: int = 7, faults: Any = None,
-            waves: int = 1) -> Report:
+            waves: int = 1, kills: int = 0) -> Report:
         """Drive ``orders`` to the end under SIGKILLs (and the database's ``faults``, a
         :class:`workflows.refund.faults.Faults`), then check everything.
 
         ``waves`` > 1 holds the runs back and lets them go in that many waves, the next
         one after each fault (faults go on until every wave is gone): the faults then
-        meet runs in flight, however fast or slow the machine is.
+        meet runs in flight, however fast or slow the machine is. The last wave also
+        waits until ``kills`` workers were SIGKILLed, so that the kills too meet runs in
+        flight on a machine that finishes the others before the second kill.
         """
         rng = random.Random(seed)
         started = time.monotonic()
@@ -331,8 +333,9 @@ class Soak:
                     if killing is not None and now >= next_kill and (
                             now - killing < kill_for or pending) and self.kill_one(rng):
                         next_kill = now + rng.uniform(*kill_every)
-                    if faults is not None and faults.count > made:
-                        # The next wave meets the next fault.
+                    if faults is not None and faults.count > made and (
+                            len(pending) != 1 or self.report.kills >= kills):
+                        # The next wave meets the next fault (the last, the kills too).
                         made = faults.count if self._release(store, pending) else made
                     self._keep_approver()
                     time.sleep(0.05)

@@ -32,10 +32,11 @@ def test_refunds_survive_database_restarts_terminated_sessions_and_kills(
         faults = Faults(server, until=10.0, every=(0.7, 1.4),
                         plan=["restart", "terminate", "terminate-shop", "restart",
                               "terminate"])
-        # The runs go in six waves, the next after each fault: the faults meet runs in
-        # flight however fast or slow the machine is.
+        # The runs go in six waves, the next after each fault, the last after two kills
+        # too: the faults and the kills meet runs in flight however fast or slow the
+        # machine is.
         report = soak.run(orders, kill_for=9.0, kill_every=(1.5, 2.5), timeout=100,
-                          faults=faults, waves=6)
+                          faults=faults, waves=6, kills=2)
     print("\n".join(lines + report.lines()))
     assert report.problems == []
     assert report.faults.get("restart", 0) >= 1, report.faults
