@@ -68,14 +68,18 @@ def submit(url: str, prefix: str, letter: str, n: int) -> list[str]:
         shop.close()
 
 
-def _cpu_seconds(pid: int) -> float:
+def _cpu_split(pid: int) -> tuple[float, float]:
+    """CPU seconds of the process: (in user space, in the kernel)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+    return int(fields[11]) / TICKS, int(fields[12]) / TICKS  # utime, stime
+
+
+def _cpu_seconds(pid: int) -> float:
+    return sum(_cpu_split(pid))
 
 
 def _kernel_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[12]) / TICKS  # stime
+    return _cpu_split(pid)[1]
 
 
 def _switches(pid: int) -> dict[str, int]:
