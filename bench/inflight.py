@@ -45,6 +45,10 @@ HOLD = "bench-hold.example:1:hold"
 #: Policy calls of one small refund (the clerk's path to ``done``).
 CALLS_PER_RUN = 7
 TICKS = os.sysconf("SC_CLK_TCK")
+#: The worker kinds measured, and the letter of their runs' ids: the threaded worker;
+#: ``--async`` with the store's work in its threads; ``--async`` with the steps driven on
+#: the loop through psycopg's async pool (the default).
+KINDS = {"threads": "t", "async-store-threads": "s", "async": "a"}
 
 
 def submit(url: str, prefix: str, letter: str, n: int) -> list[str]:
@@ -125,8 +129,8 @@ def _machine_busy() -> tuple[int, int]:
 
 def measure(url: str, kind: str, in_flight: int, latency: float, logs: Path, letter: str,
             threads: int | None = None) -> dict[str, Any]:
-    """One worker process of ``kind`` (``threads`` or ``async``) with ``in_flight`` runs."""
-    prefix = f"{kind[0]}{int(latency * 1000)}x{in_flight}"
+    """One worker process of ``kind`` (see :data:`KINDS`) with ``in_flight`` runs."""
+    prefix = f"{KINDS[kind]}{int(latency * 1000)}x{in_flight}"
     ids = submit(url, prefix, letter, in_flight)
     first = logs / f"{prefix}-first.txt"
     env = {**os.environ, "FSM_DB": url, "FSM_CLERK_SLEEP": str(latency),
@@ -134,8 +138,11 @@ def measure(url: str, kind: str, in_flight: int, latency: float, logs: Path, let
     args = [sys.executable, "-m", "fsm", "worker", "--db", url, "--concurrency",
             str(in_flight), "--poll-seconds", "0.2", "--lease-seconds", "60",
             "--step-timeout", "0"]
-    args += ["--async", "--policy", POLICY_ASYNC] if kind == "async" else ["--policy", POLICY]
-    if threads is not None and kind == "async":
+    evented = kind != "threads"
+    args += ["--async", "--policy", POLICY_ASYNC] if evented else ["--policy", POLICY]
+    if kind == "async-store-threads":
+        args.append("--store-in-threads")
+    if threads is not None and evented:
         args += ["--threads", str(threads)]
     log = logs / f"{prefix}.log"
     with open(log, "wb") as out:
@@ -221,13 +228,13 @@ def run_inflight(url: str, in_flight: int, latency: float, short_latency: float 
                  threads: int | None = None) -> dict[str, Any]:
     logs = Path(tempfile.mkdtemp(prefix="fsm-bench-inflight-"))
     rows = []
-    plan = [("threads", latency), ("async", latency)]
+    plan = [("threads", latency), ("async-store-threads", latency), ("async", latency)]
     if short_latency:
         plan.append(("async", short_latency))
-    for (kind, lat), letter in zip(plan, "PQR", strict=False):
+    for (kind, lat), letter in zip(plan, "PQRS", strict=False):
         row = measure(url, kind, in_flight, lat, logs, letter, threads)
         rows.append(row)
-        print(f"{kind:7} {in_flight} in flight, model {lat:g}s: "
+        print(f"{kind:19} {in_flight} in flight, model {lat:g}s: "
               f"{row['fraction_of_limit']:.0%} of the latency limit ({row['seconds']} s "
               f"against {row['limit_seconds']:g} s), at most {row['most_in_flight']} in "
               f"flight, {row['rss_per_run_kb']} KB RSS per run, p99 pick-up "

@@ -107,6 +107,9 @@ class WorkerConfig:
     #: ``--async`` only: threads for the store's work and the tools (default: as many as
     #: the store has connections).
     threads: int | None = None
+    #: ``--async`` only: drive the runs' steps on the event loop through the store's async
+    #: driver where it has one (PostgreSQL); False: the store's work runs in the threads.
+    store_on_loop: bool = True
 
 
 @dataclass

@@ -42,6 +42,8 @@ class AsyncWorker(Worker):
     """Claims and drives runnable runs from one event loop until :meth:`stop`."""
 
     AWAITS_MODELS = True
+    #: The runs' steps are driven on the loop (the store's async driver is open for it).
+    _on_loop = False
 
     def _goes_on(self, run: RunState) -> bool:
         """Whether a run's next step follows in the same thread hop (not when stopping)."""
@@ -65,7 +67,9 @@ class AsyncWorker(Worker):
         listening = threading.Event()  # set: the store's listener stops
         pushed = self.store.subscribe(self._wake, listening)
         threads = self._threads()
+        self._on_loop = self.config.store_on_loop and await self.store.open_async()
         self.say(f"started (async, concurrency {self.config.concurrency}, {threads} threads, "
+                 f"steps {'on the loop' if self._on_loop else 'in the threads'}, "
                  f"{'LISTEN/NOTIFY' if pushed else 'polling'} every "
                  f"{self.config.poll_seconds:g}s, lease {self.config.lease_seconds:g}s)")
         pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async", initializer=adopt,
@@ -88,6 +92,8 @@ class AsyncWorker(Worker):
         finally:
             listening.set()
             await self._in(pool, self.close_resources)
+            if self._on_loop:
+                await self.store.close_async()
             pool.shutdown(wait=True)
         self.say("stopped")
 
@@ -126,7 +132,8 @@ class AsyncWorker(Worker):
             self._taken(claimed)
             engine = await self._in(pool, self._engine, run_id, owner)
             driving = answered_async(engine._steps(run_id, False, None), engine.policy,
-                                     executor=pool, keep_going=self._goes_on)
+                                     executor=pool, keep_going=self._goes_on,
+                                     on_loop=self._on_loop)
             run: RunState | None = None
             stopped = False
             async with contextlib.aclosing(driving):

@@ -8,13 +8,16 @@ awaited. A run that waits on its model holds no thread, so one process can hold 
 conversations in flight.
 
 The policy may be ``async def`` (awaited on the loop) or synchronous (called in the
-pool). The store is the same store: PostgreSQL's connection pool or SQLite's
-connection, used from the pool's threads.
+pool). The store is the same store. On PostgreSQL a run's steps are driven on the loop
+itself, in a greenlet (:mod:`fsm._bridge`), and their statements are awaited through
+psycopg's async pool; the tools' calls go to the pool's threads. SQLite's connection is
+used from the pool's threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Callable
@@ -47,11 +50,17 @@ class AsyncEngine:
     """
 
     def __init__(self, spec: WorkflowSpec, store: Store, policy: Callable[[Any], Any] | None
-                 = None, *, threads: int = DEFAULT_THREADS, **options: Any) -> None:
+                 = None, *, threads: int = DEFAULT_THREADS, store_on_loop: bool = True,
+                 **options: Any) -> None:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, not {threads!r}")
         #: The engine whose rules drive the runs (its ``policy`` is this one's).
         self.engine = Engine(spec, store, policy, **options)
+        #: Drive runs on the loop through the store's async driver, where it has one
+        #: (PostgreSQL: psycopg's async pool); False: the store's work runs in threads.
+        self.store_on_loop = store_on_loop
+        #: loop → the opening of the store's async driver for it (by this engine)
+        self._loops: dict[asyncio.AbstractEventLoop, asyncio.Task[bool]] = {}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async",
                                         initializer=adopt, initargs=(in_scope(),))
 
@@ -72,8 +81,25 @@ class AsyncEngine:
         return await asyncio.wrap_future(self._pool.submit(functools.partial(fn, *args,
                                                                              **kwargs)))
 
+    async def _on_loop(self) -> bool:
+        """Whether runs are driven on the loop: the store's async driver is open for it
+        (opened by this engine once per loop, and closed by :meth:`aclose`)."""
+        if not self.store_on_loop:
+            return False
+        loop = asyncio.get_running_loop()
+        opening = self._loops.get(loop)
+        if opening is None:  # one opening per loop, however many runs start at once
+            opening = self._loops[loop] = loop.create_task(self.engine.store.open_async())
+        try:
+            return await asyncio.shield(opening)
+        except Exception:
+            if self._loops.get(loop) is opening:
+                del self._loops[loop]  # not open: the next run tries again
+            raise
+
     async def _finish(self, driving: Driving[T]) -> T:
-        return await finished_async(driving, self.engine.policy, executor=self._pool)
+        return await finished_async(driving, self.engine.policy, executor=self._pool,
+                                    on_loop=await self._on_loop())
 
     # -- runs -------------------------------------------------------------------------
 
@@ -108,7 +134,8 @@ class AsyncEngine:
         step's commit: ``async for outcome in engine.steps(run_id): ...``. Leaving the
         loop early leaves the run where its last commit put it, its lease given back."""
         driving = answered_async(self.engine._steps(run_id, take_over, policy_record),
-                                 self.engine.policy, executor=self._pool)
+                                 self.engine.policy, executor=self._pool,
+                                 on_loop=await self._on_loop())
         try:
             async for item in driving:
                 if not isinstance(item, Done):
@@ -178,8 +205,16 @@ class AsyncEngine:
     # -- the engine's life ----------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close the engine's resources and its threads."""
+        """Close the engine's resources, the store's async driver for this loop, and the
+        engine's threads."""
         await self._call(self.engine.close)
+        opening = self._loops.pop(asyncio.get_running_loop(), None)
+        opened = False
+        if opening is not None:
+            with contextlib.suppress(Exception):  # it failed where it was awaited
+                opened = await opening
+        if opened:
+            await self.engine.store.close_async()
         self._pool.shutdown(wait=False)
 
     async def __aenter__(self) -> AsyncEngine:

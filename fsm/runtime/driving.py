@@ -10,8 +10,9 @@ Two drivers run these generators, and neither holds a rule:
 
 - :func:`answered` calls the policy in the caller's thread (:class:`~fsm.Engine`);
 - :func:`answered_async` advances the generator in an executor's thread (the store's work,
-  tools, commits) and awaits the policy on the event loop, so that a run that waits on
-  its model holds no thread (:class:`~fsm.AsyncEngine`, ``fsm worker --async``).
+  tools, commits), or on the loop itself in a greenlet when the store's async driver is
+  open, and awaits the policy on the event loop, so that a run that waits on its model
+  holds no thread (:class:`~fsm.AsyncEngine`, ``fsm worker --async``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
+from fsm._bridge import run_bridged
 from fsm.records import RunState
 
 R = TypeVar("R")
@@ -126,25 +128,35 @@ def _advance(driving: Driving[Any], sent: Any, raised: BaseException | None,
 
 async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | None, *,
                          executor: Executor,
-                         keep_going: Callable[[RunState], bool] | None = None
-                         ) -> AsyncGenerator[RunState | Done, None]:
+                         keep_going: Callable[[RunState], bool] | None = None,
+                         on_loop: bool = False) -> AsyncGenerator[RunState | Done, None]:
     """Drive ``driving`` from the event loop: its own work runs in ``executor``, one
     resumption at a time, and each ask awaits the policy (an async policy on the loop, a
     synchronous one in the executor). Yields each run, then a :class:`Done` with the
     generator's value.
 
-    After a run, the generator goes on in the same thread while ``keep_going(run)``
+    ``on_loop`` (a store whose async driver is open for this loop: see
+    :meth:`Store.open_async <fsm.store.base.Store.open_async>`): each resumption runs in
+    a bridged greenlet on the loop's thread instead (:func:`fsm._bridge.run_bridged`), its
+    database work awaited there; only its tools' calls go to the executor.
+
+    After a run, the generator goes on in the same resumption while ``keep_going(run)``
     holds; without it, it waits for the caller to take the run (who may stop there).
     Cancelled or closed early, it lets the resumption in flight end and closes the
-    generator in the executor, so that its lease is given back."""
+    generator, so that its lease is given back."""
     sent: Any = None
     raised: BaseException | None = None
-    working: Future[Any] | None = None
+    working: asyncio.Future[Any] | Future[Any] | None = None
     done = False
     try:
         while True:
-            working = executor.submit(_advance, driving, sent, raised, keep_going)
-            runs, item = await asyncio.wrap_future(working)
+            if on_loop:
+                working = asyncio.ensure_future(run_bridged(
+                    executor, _advance, driving, sent, raised, keep_going))
+                runs, item = await asyncio.shield(working)
+            else:
+                working = executor.submit(_advance, driving, sent, raised, keep_going)
+                runs, item = await asyncio.wrap_future(working)
             sent, raised = None, None
             for run in runs:
                 yield run
@@ -160,10 +172,13 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
     finally:
         if not done:
             if working is not None and not working.cancelled():
-                # A thread cannot be cancelled: its resumption ends before the close.
+                # A resumption is not cancelled halfway: it ends before the close.
                 with contextlib.suppress(BaseException):
-                    await asyncio.shield(asyncio.wrap_future(working))
-            await asyncio.shield(asyncio.wrap_future(executor.submit(driving.close)))
+                    await asyncio.shield(working if isinstance(working, asyncio.Future)
+                                         else asyncio.wrap_future(working))
+            await asyncio.shield(
+                asyncio.ensure_future(run_bridged(executor, driving.close)) if on_loop
+                else asyncio.wrap_future(executor.submit(driving.close)))
 
 
 async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view: Any) -> Any:
@@ -175,9 +190,10 @@ async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view
 
 
 async def finished_async(driving: Driving[R], policy: Callable[[Any], Any] | None, *,
-                         executor: Executor) -> R:
+                         executor: Executor, on_loop: bool = False) -> R:
     """Drive ``driving`` to its end from the event loop and return its value."""
-    steps = answered_async(driving, policy, executor=executor, keep_going=_always)
+    steps = answered_async(driving, policy, executor=executor, keep_going=_always,
+                           on_loop=on_loop)
     try:
         async for item in steps:
             if isinstance(item, Done):

@@ -104,6 +104,15 @@ class Store(Runs, Effects, Approvals, Definitions, People, Conversations, Desk, 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources."""
 
+    async def open_async(self) -> bool:
+        """Open this store's async driver for the running event loop, if it has one: True
+        when code in a bridged greenlet (:func:`fsm._bridge.run_bridged`) on this loop now
+        reaches the database without a thread; False: the caller runs it in threads."""
+        return False
+
+    async def close_async(self) -> None:  # noqa: B027 - optional hook
+        """Close what :meth:`open_async` opened for the running event loop."""
+
     # -- the approval inbox -------------------------------------------------------------
     # Pages of the inbox and the runs list. The defaults for waiting approvals are correct
     # for any store but read everything; the SQL stores override them with indexed queries.

@@ -82,6 +82,14 @@ class Database(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    async def open_async(self) -> bool:
+        """Open the async driver for the running loop (see :meth:`Store.open_async
+        <fsm.store.base.Store.open_async>`); a dialect without one answers False."""
+        return False
+
+    async def close_async(self) -> None:  # noqa: B027 - optional hook
+        """Close what :meth:`open_async` opened for the running loop."""
+
     def column(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         """The first column of ``sql``'s rows."""
         return [r[0] for r in self.read(sql, args)]

@@ -9,19 +9,21 @@ a trigger ``NOTIFY``-es the workers when a run becomes runnable.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import re
 import select
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from fsm._bridge import await_, bridged, entered
 from fsm.errors import FSMError, StoreError, StoreUnavailable
 from fsm.observability.faults import fault
 from fsm.signing import default_key_file, for_database, verify_keys
@@ -51,7 +53,17 @@ class PooledConnection(psycopg.Connection[Any]):
     heard_at: float = float("-inf")
 
 
+class PooledAsyncConnection(psycopg.AsyncConnection[Any]):
+    """:class:`PooledConnection` for the async pool."""
+
+    heard_at: float = float("-inf")
+
+
 def _opened(conn: PooledConnection) -> None:
+    conn.heard_at = time.monotonic()
+
+
+async def _opened_async(conn: PooledAsyncConnection) -> None:
     conn.heard_at = time.monotonic()
 
 
@@ -67,15 +79,26 @@ def still_open(conn: PooledConnection) -> None:
     asked, so that one whose server went without a word (a host lost, an address moved,
     an idle connection dropped by a firewall) is found dead here and replaced. A session
     ended after this check fails its next statement, as it would after the round trip."""
+    if not _vouched_for(conn):
+        ConnectionPool.check_connection(conn)
+    conn.heard_at = time.monotonic()
+
+
+async def still_open_async(conn: PooledAsyncConnection) -> None:
+    """:func:`still_open` for the async pool."""
+    if not _vouched_for(conn):
+        await AsyncConnectionPool.check_connection(conn)
+    conn.heard_at = time.monotonic()
+
+
+def _vouched_for(conn: PooledConnection | PooledAsyncConnection) -> bool:
+    """Whether ``conn`` may be lent without asking the server (raises if it is closed)."""
     if conn.closed:
         raise psycopg.OperationalError("the connection is closed")
-    now = time.monotonic()
-    if not (now - conn.heard_at < FRESH_SECONDS and _quiet(conn)):
-        ConnectionPool.check_connection(conn)
-    conn.heard_at = now
+    return time.monotonic() - conn.heard_at < FRESH_SECONDS and _quiet(conn)
 
 
-def _quiet(conn: psycopg.Connection[Any]) -> bool:
+def _quiet(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
     """Whether the connection's socket has nothing unread (False where the system has no
     ``poll()``, or the socket cannot be asked)."""
     if not hasattr(select, "poll"):
@@ -143,6 +166,9 @@ class PostgresDatabase(Database):
             self._check_schema()
         else:
             self._migrate()
+        #: The async pools opened for event loops (:meth:`open_async`).
+        #: loop → [its async pool, the callers that opened it and have not closed it]
+        self._async_pools: dict[asyncio.AbstractEventLoop, list[Any]] = {}
         self.pool = ConnectionPool(
             url, connection_class=PooledConnection, min_size=1, max_size=size,
             kwargs=self._kwargs, open=False, name="fsm", configure=_opened, check=still_open,
@@ -241,22 +267,77 @@ class PostgresDatabase(Database):
                 conn.execute("INSERT INTO fsm_schema VALUES (%s)", (version,))
 
     @contextmanager
-    def tx(self) -> Iterator[psycopg.Connection[Any]]:
+    def tx(self) -> Iterator[Any]:
+        lender = self._async_pool()
         try:
-            with self.pool.connection() as conn, conn.transaction():
-                yield conn
+            if lender is None:
+                with self.pool.connection() as conn, conn.transaction():
+                    yield conn
+            else:
+                with entered(lender.connection()) as aconn, entered(aconn.transaction()):
+                    yield _Session(aconn)
         except psycopg.Error as exc:
             raise failure(f"database {self.name}", exc, self.timeouts) from None
 
     def where(self) -> str:
         return self.name
 
-    def read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    def read(self, sql: str, args: tuple[Any, ...] = ()) -> Sequence[Any]:
+        lender = self._async_pool()
         try:
-            with self.pool.connection() as conn:
-                return conn.execute(sql, args).fetchall()
+            if lender is None:
+                with self.pool.connection() as conn:
+                    return conn.execute(sql, args).fetchall()
+            with entered(lender.connection()) as aconn:
+                return await_(_fetched(aconn, sql, args))
         except psycopg.Error as exc:
             raise failure(f"database {self.name}", exc, self.timeouts) from None
+
+    # -- the async pool -------------------------------------------------------------------
+
+    def _async_pool(self) -> AsyncConnectionPool[Any] | None:
+        """The async pool code in a bridged greenlet uses (None: the synchronous pool)."""
+        if not self._async_pools or not bridged():
+            return None
+        opened = self._async_pools.get(asyncio.get_running_loop())
+        return opened[0] if opened is not None else None
+
+    async def open_async(self) -> bool:
+        """An async pool for the running loop (psycopg's, as large as the synchronous
+        one, with the same check): code of this process in a bridged greenlet on the loop
+        then reaches the database through it, without a thread. Each call is matched by
+        one :meth:`close_async`; the last closes the pool."""
+        loop = asyncio.get_running_loop()
+        opened = self._async_pools.get(loop)
+        if opened is None:
+            t = self.timeouts
+            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                self.url, connection_class=PooledAsyncConnection, min_size=1,
+                max_size=self.pool_size, kwargs=self._kwargs, open=False, name="fsm-async",
+                configure=_opened_async, check=still_open_async, timeout=t.connect)
+            try:
+                await pool.open(wait=True, timeout=t.connect)
+            except psycopg.Error as exc:
+                await pool.close()
+                raise failure(f"cannot open database {self.name}", exc, t) from None
+            opened = self._async_pools.get(loop)  # another task may have opened one meanwhile
+            if opened is None:
+                opened = self._async_pools[loop] = [pool, 0]
+            else:
+                await pool.close()
+        opened[1] += 1
+        return True
+
+    async def close_async(self) -> None:
+        loop = asyncio.get_running_loop()
+        opened = self._async_pools.get(loop)
+        if opened is None:
+            return
+        opened[1] -= 1
+        if opened[1] <= 0:
+            del self._async_pools[loop]
+            await opened[0].close()
+
 
     @property
     def schema_version(self) -> int:
@@ -338,6 +419,62 @@ class PostgresDatabase(Database):
             if "idle_session_timeout" not in str(exc):
                 raise
             return self._connect()  # a server before PostgreSQL 14 has no such setting
+
+
+async def _fetched(aconn: psycopg.AsyncConnection[Any], sql: str,
+                   args: tuple[Any, ...]) -> list[Any]:
+    return await (await aconn.execute(sql, args)).fetchall()
+
+
+class _Cursor:
+    """An async cursor used from a bridged greenlet as a synchronous one is."""
+
+    __slots__ = ("_cur",)
+
+    def __init__(self, cur: psycopg.AsyncCursor[Any]) -> None:
+        self._cur = cur
+
+    def execute(self, sql: str, args: Any = None) -> _Cursor:
+        await_(self._cur.execute(sql, args))
+        return self
+
+    def executemany(self, sql: str, args: Any) -> None:
+        await_(self._cur.executemany(sql, args))
+
+    def fetchone(self) -> Any:
+        return await_(self._cur.fetchone())
+
+    def fetchall(self) -> list[Any]:
+        return await_(self._cur.fetchall())
+
+    @property
+    def rowcount(self) -> int:
+        return self._cur.rowcount
+
+    def __enter__(self) -> _Cursor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        await_(self._cur.close())
+
+
+class _Session:
+    """An async pool's connection in a transaction, used from a bridged greenlet as
+    :meth:`PostgresDatabase.tx` gives a synchronous one: what the roles call on it."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, args: Any = None) -> _Cursor:
+        return _Cursor(await_(self._conn.execute(sql, args)))
+
+    def cursor(self) -> _Cursor:
+        return _Cursor(self._conn.cursor())
+
+    def pipeline(self) -> Any:
+        return entered(self._conn.pipeline())
 
 
 class PostgresStore(SQLStore):

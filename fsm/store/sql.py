@@ -107,6 +107,12 @@ class SQLStore(Store):
     def close(self) -> None:
         self.db.close()
 
+    async def open_async(self) -> bool:
+        return await self.db.open_async()
+
+    async def close_async(self) -> None:
+        await self.db.close_async()
+
     # -- which role answers what -------------------------------------------------------
 
     create_run = _via("runs")
