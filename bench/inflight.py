@@ -46,9 +46,9 @@ HOLD = "bench-hold.example:1:hold"
 CALLS_PER_RUN = 7
 TICKS = os.sysconf("SC_CLK_TCK")
 #: The worker kinds measured, and the letter of their runs' ids: the threaded worker;
-#: ``--async`` with the store's work in its threads; ``--async`` with the steps driven on
-#: the loop through psycopg's async pool (the default).
-KINDS = {"threads": "t", "async-store-threads": "s", "async": "a"}
+#: ``--async`` (the store's work in its threads); ``--async --store-on-loop`` (the steps
+#: driven on the loop, their statements through psycopg's async pool).
+KINDS = {"threads": "t", "async": "a", "async-store-on-loop": "l"}
 
 
 def submit(url: str, prefix: str, letter: str, n: int) -> list[str]:
@@ -140,8 +140,8 @@ def measure(url: str, kind: str, in_flight: int, latency: float, logs: Path, let
             "--step-timeout", "0"]
     evented = kind != "threads"
     args += ["--async", "--policy", POLICY_ASYNC] if evented else ["--policy", POLICY]
-    if kind == "async-store-threads":
-        args.append("--store-in-threads")
+    if kind == "async-store-on-loop":
+        args.append("--store-on-loop")
     if threads is not None and evented:
         args += ["--threads", str(threads)]
     log = logs / f"{prefix}.log"
@@ -228,7 +228,7 @@ def run_inflight(url: str, in_flight: int, latency: float, short_latency: float 
                  threads: int | None = None) -> dict[str, Any]:
     logs = Path(tempfile.mkdtemp(prefix="fsm-bench-inflight-"))
     rows = []
-    plan = [("threads", latency), ("async-store-threads", latency), ("async", latency)]
+    plan = [("threads", latency), ("async", latency), ("async-store-on-loop", latency)]
     if short_latency:
         plan.append(("async", short_latency))
     for (kind, lat), letter in zip(plan, "PQRS", strict=False):

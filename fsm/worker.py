@@ -108,8 +108,9 @@ class WorkerConfig:
     #: the store has connections).
     threads: int | None = None
     #: ``--async`` only: drive the runs' steps on the event loop through the store's async
-    #: driver where it has one (PostgreSQL); False: the store's work runs in the threads.
-    store_on_loop: bool = True
+    #: driver where it has one (PostgreSQL: psycopg's async pool), not in the threads.
+    #: It holds no thread per statement, but costs more CPU per step (bench/fleet.py).
+    store_on_loop: bool = False
 
 
 @dataclass

@@ -44,6 +44,8 @@ class AsyncWorker(Worker):
     AWAITS_MODELS = True
     #: The runs' steps are driven on the loop (the store's async driver is open for it).
     _on_loop = False
+    #: Lets steps on the loop begin (see :meth:`_main`).
+    _admit: asyncio.Semaphore | None = None
 
     def _goes_on(self, run: RunState) -> bool:
         """Whether a run's next step follows in the same thread hop (not when stopping)."""
@@ -68,6 +70,10 @@ class AsyncWorker(Worker):
         pushed = self.store.subscribe(self._wake, listening)
         threads = self._threads()
         self._on_loop = self.config.store_on_loop and await self.store.open_async()
+        # On the loop, no more steps are under way at once than the store has connections:
+        # a step that waits for one holds its greenlet, and the loop's turns go to those
+        # that hold one.
+        self._admit = asyncio.Semaphore(int(getattr(self.store, "pool_size", threads)))
         self.say(f"started (async, concurrency {self.config.concurrency}, {threads} threads, "
                  f"steps {'on the loop' if self._on_loop else 'in the threads'}, "
                  f"{'LISTEN/NOTIFY' if pushed else 'polling'} every "
@@ -133,7 +139,7 @@ class AsyncWorker(Worker):
             engine = await self._in(pool, self._engine, run_id, owner)
             driving = answered_async(engine._steps(run_id, False, None), engine.policy,
                                      executor=pool, keep_going=self._goes_on,
-                                     on_loop=self._on_loop)
+                                     on_loop=self._on_loop, admit=self._admit)
             run: RunState | None = None
             stopped = False
             async with contextlib.aclosing(driving):

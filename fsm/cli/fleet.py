@@ -113,24 +113,24 @@ def worker_cmd(
         None, "--threads", min=1, max=256,
         help="--async: threads for the store's work and the tools (default: the store's "
              "connections)"),
-    store_threads: bool = typer.Option(
-        False, "--store-in-threads",
-        help="--async: run the store's work in the threads too, not on the event loop "
-             "through PostgreSQL's async driver"),
+    store_on_loop: bool = typer.Option(
+        False, "--store-on-loop",
+        help="--async: drive the steps on the event loop, their statements through "
+             "PostgreSQL's async pool, instead of in the threads"),
 ) -> None:
     """Drive runnable runs until SIGTERM: then finish current steps, release, exit."""
     refuse_empty(policy=policy)
     if stats:
         _stats(db, as_json)
         return
-    _check_kind(use_async, concurrency, threads, store_threads)
+    _check_kind(use_async, concurrency, threads, store_on_loop)
     from fsm.worker import Worker, WorkerConfig
 
     config = WorkerConfig(concurrency=concurrency, workflows=workflow or None, policy=policy,
                           lease_seconds=lease_seconds, poll_seconds=poll_seconds,
                           sweep_seconds=sweep_seconds, step_timeout=step_timeout or None,
                           retry=retry_of(settings()), settings=settings(), threads=threads,
-                          store_on_loop=not store_threads)
+                          store_on_loop=store_on_loop)
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stopping.set())
@@ -159,7 +159,7 @@ def worker_cmd(
 
 
 def _check_kind(use_async: bool, concurrency: int, threads: int | None,
-                store_threads: bool) -> None:
+                store_on_loop: bool) -> None:
     """Refuse what only an async worker takes, in one line."""
     if use_async:
         return
@@ -171,10 +171,9 @@ def _check_kind(use_async: bool, concurrency: int, threads: int | None,
         raise typer.BadParameter("--threads is for --async workers (a threaded worker has "
                                  "one thread per run in flight: --concurrency)",
                                  param_hint="--threads")
-    if store_threads:
-        raise typer.BadParameter("--store-in-threads is for --async workers (a threaded "
-                                 "worker does all its work in its threads)",
-                                 param_hint="--store-in-threads")
+    if store_on_loop:
+        raise typer.BadParameter("--store-on-loop is for --async workers (a threaded "
+                                 "worker has no event loop)", param_hint="--store-on-loop")
 
 
 def _open_retrying(db: str | None, config: Any, stopping: threading.Event) -> Any:

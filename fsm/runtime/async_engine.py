@@ -8,10 +8,10 @@ awaited. A run that waits on its model holds no thread, so one process can hold 
 conversations in flight.
 
 The policy may be ``async def`` (awaited on the loop) or synchronous (called in the
-pool). The store is the same store. On PostgreSQL a run's steps are driven on the loop
-itself, in a greenlet (:mod:`fsm._bridge`), and their statements are awaited through
-psycopg's async pool; the tools' calls go to the pool's threads. SQLite's connection is
-used from the pool's threads.
+pool). The store is the same store, used from the pool's threads; or, with
+``store_on_loop=True`` on PostgreSQL, a run's steps are driven on the loop itself, in a
+greenlet (:mod:`fsm._bridge`), their statements awaited through psycopg's async pool, and
+only the tools' calls go to the pool's threads.
 """
 
 from __future__ import annotations
@@ -50,17 +50,20 @@ class AsyncEngine:
     """
 
     def __init__(self, spec: WorkflowSpec, store: Store, policy: Callable[[Any], Any] | None
-                 = None, *, threads: int = DEFAULT_THREADS, store_on_loop: bool = True,
+                 = None, *, threads: int = DEFAULT_THREADS, store_on_loop: bool = False,
                  **options: Any) -> None:
         if threads < 1:
             raise ValueError(f"threads must be at least 1, not {threads!r}")
         #: The engine whose rules drive the runs (its ``policy`` is this one's).
         self.engine = Engine(spec, store, policy, **options)
         #: Drive runs on the loop through the store's async driver, where it has one
-        #: (PostgreSQL: psycopg's async pool); False: the store's work runs in threads.
+        #: (PostgreSQL: psycopg's async pool), not in the engine's threads.
         self.store_on_loop = store_on_loop
         #: loop → the opening of the store's async driver for it (by this engine)
         self._loops: dict[asyncio.AbstractEventLoop, asyncio.Task[bool]] = {}
+        #: loop → what lets steps on it begin: no more at once than the store has
+        #: connections (a step waiting for one would hold its greenlet for nothing)
+        self._admits: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async",
                                         initializer=adopt, initargs=(in_scope(),))
 
@@ -97,9 +100,18 @@ class AsyncEngine:
                 del self._loops[loop]  # not open: the next run tries again
             raise
 
+    def _admit(self) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        found = self._admits.get(loop)
+        if found is None:
+            size = int(getattr(self.engine.store, "pool_size", DEFAULT_THREADS))
+            found = self._admits[loop] = asyncio.Semaphore(size)
+        return found
+
     async def _finish(self, driving: Driving[T]) -> T:
+        on_loop = await self._on_loop()
         return await finished_async(driving, self.engine.policy, executor=self._pool,
-                                    on_loop=await self._on_loop())
+                                    on_loop=on_loop, admit=self._admit() if on_loop else None)
 
     # -- runs -------------------------------------------------------------------------
 
@@ -133,9 +145,10 @@ class AsyncEngine:
         """Drive a run as :meth:`resume` does, yielding an :class:`Outcome` after each
         step's commit: ``async for outcome in engine.steps(run_id): ...``. Leaving the
         loop early leaves the run where its last commit put it, its lease given back."""
+        on_loop = await self._on_loop()
         driving = answered_async(self.engine._steps(run_id, take_over, policy_record),
-                                 self.engine.policy, executor=self._pool,
-                                 on_loop=await self._on_loop())
+                                 self.engine.policy, executor=self._pool, on_loop=on_loop,
+                                 admit=self._admit() if on_loop else None)
         try:
             async for item in driving:
                 if not isinstance(item, Done):
@@ -208,6 +221,7 @@ class AsyncEngine:
         """Close the engine's resources, the store's async driver for this loop, and the
         engine's threads."""
         await self._call(self.engine.close)
+        self._admits.pop(asyncio.get_running_loop(), None)
         opening = self._loops.pop(asyncio.get_running_loop(), None)
         opened = False
         if opening is not None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-from collections.abc import AsyncGenerator, Callable, Generator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
@@ -29,6 +29,7 @@ from fsm._bridge import run_bridged
 from fsm.records import RunState
 
 R = TypeVar("R")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ def _advance(driving: Driving[Any], sent: Any, raised: BaseException | None,
 async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | None, *,
                          executor: Executor,
                          keep_going: Callable[[RunState], bool] | None = None,
-                         on_loop: bool = False) -> AsyncGenerator[RunState | Done, None]:
+                         on_loop: bool = False, admit: asyncio.Semaphore | None = None
+                         ) -> AsyncGenerator[RunState | Done, None]:
     """Drive ``driving`` from the event loop: its own work runs in ``executor``, one
     resumption at a time, and each ask awaits the policy (an async policy on the loop, a
     synchronous one in the executor). Yields each run, then a :class:`Done` with the
@@ -138,7 +140,8 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
     ``on_loop`` (a store whose async driver is open for this loop: see
     :meth:`Store.open_async <fsm.store.base.Store.open_async>`): each resumption runs in
     a bridged greenlet on the loop's thread instead (:func:`fsm._bridge.run_bridged`), its
-    database work awaited there; only its tools' calls go to the executor.
+    database work awaited there, once ``admit`` lets it begin; only its tools' calls go to
+    the executor.
 
     After a run, the generator goes on in the same resumption while ``keep_going(run)``
     holds; without it, it waits for the caller to take the run (who may stop there).
@@ -151,8 +154,8 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
     try:
         while True:
             if on_loop:
-                working = asyncio.ensure_future(run_bridged(
-                    executor, _advance, driving, sent, raised, keep_going))
+                working = asyncio.ensure_future(_admitted(admit, run_bridged(
+                    executor, _advance, driving, sent, raised, keep_going)))
                 runs, item = await asyncio.shield(working)
             else:
                 working = executor.submit(_advance, driving, sent, raised, keep_going)
@@ -181,6 +184,14 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
                 else asyncio.wrap_future(executor.submit(driving.close)))
 
 
+async def _admitted(admit: asyncio.Semaphore | None, work: Awaitable[T]) -> T:
+    """``work`` awaited once ``admit`` lets it in (at once without one)."""
+    if admit is None:
+        return await work
+    async with admit:
+        return await work
+
+
 async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view: Any) -> Any:
     assert policy is not None, "this engine has no policy to drive runs with"
     if is_async_policy(policy):
@@ -190,10 +201,11 @@ async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view
 
 
 async def finished_async(driving: Driving[R], policy: Callable[[Any], Any] | None, *,
-                         executor: Executor, on_loop: bool = False) -> R:
+                         executor: Executor, on_loop: bool = False,
+                         admit: asyncio.Semaphore | None = None) -> R:
     """Drive ``driving`` to its end from the event loop and return its value."""
     steps = answered_async(driving, policy, executor=executor, keep_going=_always,
-                           on_loop=on_loop)
+                           on_loop=on_loop, admit=admit)
     try:
         async for item in steps:
             if isinstance(item, Done):

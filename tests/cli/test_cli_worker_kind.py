@@ -13,6 +13,7 @@ from cli_inproc import Cli, error_line
     (["--concurrency", "2000"], ["2000 runs at once needs --async",
                                  "--concurrency is at most 1000"]),
     (["--threads", "3"], ["--threads is for --async workers"]),
+    (["--store-on-loop"], ["--store-on-loop is for --async workers"]),
     (["--async", "--concurrency", "10001"], ["--concurrency", "less than or equal to 10000"]),
     (["--async", "--threads", "0"], ["--threads", "greater than or equal to 1"]),
 ])

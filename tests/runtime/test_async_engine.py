@@ -1,7 +1,9 @@
 """The async engine drives the engine's own rules from an event loop: a refund ends as the
 synchronous engine ends it, an approval and a customer's reply go on from ``await``, a
 run waiting on its model holds no thread, and a process killed in the middle of a step
-is resumed by a new one with the refund paid once."""
+is resumed by a new one with the refund paid once. Each on SQLite (the store's work in
+the engine's threads) and on PostgreSQL (the steps on the loop, their statements awaited
+through psycopg's async pool)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import asyncio
 import contextlib
 import os
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +22,15 @@ from crashkit import Child
 
 from fsm import AsyncEngine, Engine, MemoryStore, SQLiteStore
 from fsm.auditor.audit import audit
+from fsm.observability.hooks import CommitInfo, Hooks
 from fsm.policy import View
 from fsm.runtime.driving import AsyncPolicyCalledSync
 from fsm.sandbox.replay import replay_async
+from fsm.store.base import Store
+from fsm.store.postgres import PostgresStore
 from fsm.testing import ScriptedPolicy, state_path
 from workflows.refund import Shop, build, clerk
+from workflows.refund.shop import PostgresShop
 
 SMALL = "Order A-1001: the kettle arrived broken, please refund it"
 LARGE = "Order A-1002: my headphones stopped working, I want my money back"
@@ -67,24 +74,82 @@ def _desk(tmp_path: Path) -> tuple[SQLiteStore, Shop, str]:
     return SQLiteStore(db), Shop(db).seed_demo(), db
 
 
-def _ledger(shop: Shop) -> list[tuple[Any, ...]]:
+def _opened(db: str) -> tuple[Store, Any]:
+    """The store and the shop of ``db``: a SQLite file, or a PostgreSQL URL."""
+    if db.startswith("postgresql:"):
+        return PostgresStore(db), PostgresShop(db)
+    return SQLiteStore(db), Shop(db)
+
+
+@pytest.fixture(params=["sqlite", "postgres", "postgres-on-loop"])
+def kind(request: pytest.FixtureRequest) -> str:
+    """SQLite (the store's work in the engine's threads), PostgreSQL the same way, or
+    PostgreSQL with the steps on the loop (``store_on_loop``: psycopg's async pool)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def on_loop(kind: str) -> bool:
+    return kind == "postgres-on-loop"
+
+
+@pytest.fixture
+def where(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> str:
+    """Where the runs and the shop live: a SQLite file, or a fresh PostgreSQL schema."""
+    if kind == "sqlite":
+        return str(tmp_path / "runs.db")
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def desk(where: str) -> Iterator[tuple[Store, Any]]:
+    """A store and a seeded shop in the same database."""
+    store, shop = _opened(where)
+    shop.seed_demo()
+    try:
+        yield store, shop
+    finally:
+        store.close()
+        shop.close()
+
+
+class Committers(Hooks):
+    """The threads each step's commit landed from (not the run's creation)."""
+
+    def __init__(self) -> None:
+        self.threads: set[int] = set()
+
+    def after_commit(self, commit: CommitInfo) -> None:
+        if not commit.initial:
+            self.threads.add(threading.get_ident())
+
+
+def _ledger(shop: Any) -> list[tuple[Any, ...]]:
     return [(p["order_id"], p["item_id"], p["amount_paise"]) for p in shop.ledger()]
 
 
-def test_a_small_refund_ends_as_the_synchronous_engine_ends_it(tmp_path: Path) -> None:
+def test_a_small_refund_ends_as_the_synchronous_engine_ends_it(
+        tmp_path: Path, desk: tuple[Store, Any], on_loop: bool) -> None:
     (tmp_path / "sync").mkdir()
     sync_store, sync_shop, _ = _desk(tmp_path / "sync")
     expected = Engine(build(sync_shop), sync_store, clerk).start(SMALL, user="asha",
                                                                   run_id="r")
-    store, shop, _ = _desk(tmp_path)
+    store, shop = desk
+    committers = Committers()
 
-    async def main() -> Any:
-        async with AsyncEngine(build(shop), store, async_clerk) as engine:
-            return await engine.start(SMALL, user="asha", run_id="r")
+    async def main() -> tuple[Any, int]:
+        async with AsyncEngine(build(shop), store, async_clerk, hooks=[committers],
+                               store_on_loop=on_loop) as engine:
+            return await engine.start(SMALL, user="asha", run_id="r"), threading.get_ident()
 
-    run = asyncio.run(main())
+    run, loop_thread = asyncio.run(main())
     assert (run.status, run.state, run.step) == (expected.status, expected.state,
                                                  expected.step) == ("done", "done", 7)
+    if on_loop:
+        # Every step was committed from the loop's own thread, through the async pool.
+        assert committers.threads == {loop_thread}
+    else:
+        assert loop_thread not in committers.threads  # in the engine's threads
     assert state_path(store, "r") == state_path(sync_store, "r")
     assert _ledger(shop) == _ledger(sync_shop) == [("A-1001", "kettle-1", 35_000)]
     assert [m.get("tool") for m in store.messages("r")] == [
@@ -93,11 +158,12 @@ def test_a_small_refund_ends_as_the_synchronous_engine_ends_it(tmp_path: Path) -
     assert store.lease("r") is None
 
 
-def test_an_approval_decided_with_await_pays_the_large_refund_once(tmp_path: Path) -> None:
-    store, shop, _ = _desk(tmp_path)
+def test_an_approval_decided_with_await_pays_the_large_refund_once(
+        desk: tuple[Store, Any], on_loop: bool) -> None:
+    store, shop = desk
 
     async def main() -> tuple[Any, Any]:
-        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+        async with AsyncEngine(build(shop), store, async_clerk, store_on_loop=on_loop) as engine:
             paused = await engine.start(LARGE, user="ravi", run_id="big")
             assert _ledger(shop) == []
             return paused, await engine.decide("big", True, "priya", "receipt checked")
@@ -111,15 +177,17 @@ def test_an_approval_decided_with_await_pays_the_large_refund_once(tmp_path: Pat
     assert audit(store, "big").ok
 
 
-def test_runs_that_wait_on_their_model_hold_no_thread(tmp_path: Path) -> None:
+def test_runs_that_wait_on_their_model_hold_no_thread(desk: tuple[Store, Any],
+                                                      on_loop: bool) -> None:
     """Twenty runs all wait on the model at once through an engine of two threads."""
-    store, shop, _ = _desk(tmp_path)
+    store, shop = desk
     for i in range(20):
         shop.add_order(f"B-{i:04d}", f"u{i}", f"it-{i}", "item", 30_000, 2)
     policy = Gathering(expected=20)
 
     async def main() -> list[Any]:
-        async with AsyncEngine(build(shop), store, policy, threads=2) as engine:
+        async with AsyncEngine(build(shop), store, policy, threads=2,
+                               store_on_loop=on_loop) as engine:
             return await asyncio.gather(*[
                 engine.start(f"Order B-{i:04d}: broken", user=f"u{i}", run_id=f"r{i}")
                 for i in range(20)])
@@ -132,8 +200,8 @@ def test_runs_that_wait_on_their_model_hold_no_thread(tmp_path: Path) -> None:
     assert all(audit(store, f"r{i}").ok for i in range(20))
 
 
-def test_a_customer_s_reply_goes_on_from_await() -> None:
-    ledger, store = Ledger(), MemoryStore()
+def test_a_customer_s_reply_goes_on_from_await(desk: tuple[Store, Any], on_loop: bool) -> None:
+    ledger, store = Ledger(), desk[0]
     args = {"order_id": "A-1001", "reason": "no longer needed"}
     policy = ScriptedPolicy([
         {"final": "Which order would you like to cancel?"},
@@ -144,7 +212,7 @@ def test_a_customer_s_reply_goes_on_from_await() -> None:
         {"tool": "advance", "args": {"event": "nothing_to_do"}}])
 
     async def main() -> list[Any]:
-        async with AsyncEngine(build_chat(ledger), store, policy) as engine:
+        async with AsyncEngine(build_chat(ledger), store, policy, store_on_loop=on_loop) as engine:
             talk = await engine.start_conversation("I want to cancel an order", user="asha")
             asked = talk.run
             proposed = await engine.reply(asked.run_id, "A-1001", token=talk.token)
@@ -162,11 +230,11 @@ def test_a_customer_s_reply_goes_on_from_await() -> None:
 
 
 def test_leaving_the_steps_early_gives_the_lease_back_and_the_run_goes_on_later(
-        tmp_path: Path) -> None:
-    store, shop, _ = _desk(tmp_path)
+        desk: tuple[Store, Any], on_loop: bool) -> None:
+    store, shop = desk
 
     async def main() -> tuple[list[int], Any, Any]:
-        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+        async with AsyncEngine(build(shop), store, async_clerk, store_on_loop=on_loop) as engine:
             await engine.start(SMALL, user="asha", run_id="r", drive=False)
             seen = []
             async with contextlib.aclosing(engine.steps("r")) as steps:
@@ -184,8 +252,9 @@ def test_leaving_the_steps_early_gives_the_lease_back_and_the_run_goes_on_later(
     assert run.status == "done" and _ledger(shop) == [("A-1001", "kettle-1", 35_000)]
 
 
-def test_a_run_cancelled_while_its_model_thinks_is_let_go_and_resumed(tmp_path: Path) -> None:
-    store, shop, _ = _desk(tmp_path)
+def test_a_run_cancelled_while_its_model_thinks_is_let_go_and_resumed(
+        desk: tuple[Store, Any], on_loop: bool) -> None:
+    store, shop = desk
     asked = asyncio.Event
 
     async def main() -> Any:
@@ -197,7 +266,7 @@ def test_a_run_cancelled_while_its_model_thinks_is_let_go_and_resumed(tmp_path: 
                 await asyncio.sleep(3600)
             return clerk(view)
 
-        async with AsyncEngine(build(shop), store, slow) as engine:
+        async with AsyncEngine(build(shop), store, slow, store_on_loop=on_loop) as engine:
             task = asyncio.create_task(engine.start(SMALL, user="asha", run_id="r"))
             await thinking.wait()
             task.cancel()
@@ -205,7 +274,7 @@ def test_a_run_cancelled_while_its_model_thinks_is_let_go_and_resumed(tmp_path: 
                 await task
             assert store.lease("r") is None  # let go, not left until it expires
             assert store.load_run("r").step == 5
-        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+        async with AsyncEngine(build(shop), store, async_clerk, store_on_loop=on_loop) as engine:
             return await engine.resume("r")
 
     run = asyncio.run(main())
@@ -250,18 +319,19 @@ def test_threads_must_be_at_least_one() -> None:
 
 # -- a process killed in the middle of a step ----------------------------------------------
 
-def _drive_async(db: str, resume: bool) -> int:  # pragma: no cover - runs in a child
+def _drive_async(db: str, resume: bool, on_loop: bool) -> int:  # pragma: no cover - runs in a child
     from fsm.observability import hooks
     from fsm.testing import faults
 
     injector = faults.from_environ(os.environ)  # None for the run that resumes
 
     async def main() -> str:
-        store, shop = SQLiteStore(db), Shop(db)
-        async with AsyncEngine(build(shop), store, async_clerk) as engine:
+        store, shop = _opened(db)
+        async with AsyncEngine(build(shop), store, async_clerk, store_on_loop=on_loop) as engine:
             run = await (engine.resume("r") if resume else
                          engine.start(SMALL, user="asha", run_id="r"))
         store.close()
+        shop.close()
         return run.status
 
     with hooks.scope(*[injector] if injector else []):  # the engine is made in the task
@@ -272,18 +342,16 @@ def _drive_async(db: str, resume: bool) -> int:  # pragma: no cover - runs in a 
 @pytest.mark.parametrize("point", ["after_claim@6", "after_tool_before_commit@6",
                                    "after_commit@6", "before_policy@7"])
 def test_a_process_killed_mid_step_is_resumed_by_a_new_one_and_pays_once(
-        tmp_path: Path, point: str) -> None:
-    db = str(tmp_path / "runs.db")
-    Shop(db).seed_demo()
-    first = Child(_drive_async, db, False, env={"FSM_FAULT": point}).wait(120)
+        desk: tuple[Store, Any], where: str, on_loop: bool, point: str) -> None:
+    db = where
+    first = Child(_drive_async, db, False, on_loop, env={"FSM_FAULT": point}).wait(120)
     assert first.killed, first
-    store, shop = SQLiteStore(db), Shop(db)
+    store, shop = desk
     assert store.load_run("r").status == "running"
-    second = Child(_drive_async, db, True).wait(120)
+    second = Child(_drive_async, db, True, on_loop).wait(120)
     assert (second.code, second.stdout.strip()) == (0, "done"), second
     assert _ledger(shop) == [("A-1001", "kettle-1", 35_000)]
     refunds = [c["idempotency_key"] for c in shop.calls() if c["api"] == "refund"]
     assert set(refunds) == {"r:6"}  # a call repeated with its key is the gateway's duplicate
     report = audit(store, "r")
     assert report.ok, report.problems
-    store.close()

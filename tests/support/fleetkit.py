@@ -56,10 +56,13 @@ async def sleepy_clerk_async(view: View) -> Any:
 
 
 def driving(kind: str, policy: str) -> list[str]:
-    """A worker's arguments for ``kind`` (``threads`` or ``async``) and the fleetkit policy
-    ``policy`` (its ``_async`` twin for an async worker)."""
+    """A worker's arguments for ``kind`` (``threads``, ``async``, or ``async-loop``: with
+    ``--store-on-loop``) and the fleetkit policy ``policy`` (its ``_async`` twin for an
+    async worker)."""
     if kind == "async":
         return ["--async", "--policy", f"fleetkit:{policy}_async"]
+    if kind == "async-loop":
+        return ["--async", "--store-on-loop", "--policy", f"fleetkit:{policy}_async"]
     return ["--policy", f"fleetkit:{policy}"]
 
 

@@ -230,10 +230,12 @@ class Soak:
 
     def __init__(self, url: str, logs: Path, *, workers: int = 4, concurrency: int = 16,
                  lease_seconds: float = 2.0, sleep: float = 0.05,
-                 say: Any = print, evented: bool = False) -> None:
+                 say: Any = print, evented: bool = False, on_loop: bool = False) -> None:
         self.url, self.logs = url, logs
         #: Workers run with ``--async`` and the async clerk.
-        self.evented = evented
+        self.evented = evented or on_loop
+        #: ... and with ``--store-on-loop``.
+        self.on_loop = on_loop
         self.n, self.concurrency, self.lease = workers, concurrency, lease_seconds
         self.env = {**os.environ, "FSM_DB": url, "FSM_CLERK_SLEEP": str(sleep)}
         self.env.pop("FSM_FAULT", None)
@@ -258,6 +260,8 @@ class Soak:
     def start_worker(self) -> subprocess.Popen[bytes]:
         self.report.workers_started += 1
         kind = ["--async", "--policy", POLICY_ASYNC] if self.evented else ["--policy", POLICY]
+        if self.on_loop:
+            kind.append("--store-on-loop")
         p = self._spawn(["-m", "fsm", "worker", "--db", self.url, *kind,
                          "--concurrency", str(self.concurrency), "--lease-seconds",
                          str(self.lease), "--poll-seconds", "0.2", "--sweep-seconds", "1"],

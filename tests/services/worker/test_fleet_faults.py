@@ -17,14 +17,15 @@ from workflows.refund.faults import Faults, restartable_postgres
 from workflows.refund.fleet import Soak, submit_refunds
 
 
-@pytest.mark.parametrize("kind", ["threads", "async"])
+@pytest.mark.parametrize("kind", ["threads", "async", "async-loop"])
 def test_refunds_survive_database_restarts_terminated_sessions_and_kills(
         tmp_path: Path, kind: str) -> None:
     lines: list[str] = []
     with restartable_postgres() as server:
         orders = submit_refunds(server.url, 24)
         soak = Soak(server.url, tmp_path, workers=3, concurrency=4, lease_seconds=2.0,
-                    sleep=0.02, say=lines.append, evented=kind == "async")
+                    sleep=0.02, say=lines.append, evented=kind == "async",
+                    on_loop=kind == "async-loop")
         # Short waits for a connection, so that a restart fails the steps it meets (they
         # are tried again), and a bound for tries in a row that a slow restart keeps.
         soak.env.update(FSM_RETRY_SECONDS="0.2", FSM_RETRY_MAX_SECONDS="2",

@@ -12,12 +12,12 @@ import pytest
 from workflows.refund.fleet import Soak, submit_refunds
 
 
-@pytest.mark.parametrize("kind", ["threads", "async"])
+@pytest.mark.parametrize("kind", ["threads", "async", "async-loop"])
 def test_refunds_survive_workers_killed_at_random(pg_url: str, tmp_path: Path,
                                                   kind: str) -> None:
     orders = submit_refunds(pg_url, 30)
     soak = Soak(pg_url, tmp_path, workers=3, concurrency=4, lease_seconds=2.0, sleep=0.2,
-                say=lambda line: None, evented=kind == "async")
+                say=lambda line: None, evented=kind == "async", on_loop=kind == "async-loop")
     report = soak.run(orders, kill_for=8.0, kill_every=(0.7, 1.5), timeout=120)
     print("\n".join(report.lines()))
     assert report.problems == []

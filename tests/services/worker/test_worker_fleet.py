@@ -145,7 +145,7 @@ def test_two_workers_race_for_one_run_and_exactly_one_drives_it(
     pytest.param("refunding", "write", id="paused-before-the-payment"),
     pytest.param("verifying", "commit", id="paused-before-a-commit"),
 ])
-@pytest.mark.parametrize("kind", ["threads", "async"])
+@pytest.mark.parametrize("kind", ["threads", "async", "async-loop"])
 def test_a_worker_paused_past_its_lease_can_neither_write_nor_commit(
         store: Store, shop: PostgresShop, fleet: Fleet, tmp_path: Path, state: str,
         refused: str, kind: str) -> None:
@@ -206,7 +206,7 @@ def test_a_worker_whose_sessions_are_terminated_survives_and_the_runs_finish(
 
 # -- stopping ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind", ["threads", "async"])
+@pytest.mark.parametrize("kind", ["threads", "async", "async-loop"])
 def test_sigterm_finishes_the_current_steps_releases_the_leases_and_exits(
         store: Store, shop: PostgresShop, fleet: Fleet, kind: str) -> None:
     orders = add_orders(shop, 3)
