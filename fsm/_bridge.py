@@ -15,6 +15,7 @@ through :func:`blocking`.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Executor
 from contextlib import contextmanager
@@ -70,12 +71,15 @@ def entered(manager: Any) -> Iterator[Any]:
 
 
 def blocking(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)``: in a bridged greenlet, called in its executor's thread, so that the
-    loop goes on meanwhile; anywhere else, called here."""
+    """``fn(*args)``: in a bridged greenlet, called in its executor's thread with this
+    code's context variables, so that the loop goes on meanwhile; anywhere else, called
+    here."""
     current = greenlet.getcurrent() if greenlet is not None else None
     if not isinstance(current, _Bridged) or current.executor is None:
         return fn(*args)
-    return await_(asyncio.wrap_future(current.executor.submit(fn, *args)))
+    # With the caller's context variables (a trace's span), as asyncio.to_thread does.
+    context = contextvars.copy_context()
+    return await_(asyncio.wrap_future(current.executor.submit(context.run, fn, *args)))
 
 
 async def run_bridged(executor: Executor | None, fn: Callable[..., T], *args: Any) -> T:

@@ -44,8 +44,6 @@ class AsyncWorker(Worker):
     AWAITS_MODELS = True
     #: The runs' steps are driven on the loop (the store's async driver is open for it).
     _on_loop = False
-    #: Lets steps on the loop begin (see :meth:`_main`).
-    _admit: asyncio.Semaphore | None = None
 
     def _goes_on(self, run: RunState) -> bool:
         """Whether a run's next step follows in the same thread hop (not when stopping)."""
@@ -69,11 +67,7 @@ class AsyncWorker(Worker):
         listening = threading.Event()  # set: the store's listener stops
         pushed = self.store.subscribe(self._wake, listening)
         threads = self._threads()
-        self._on_loop = self.config.store_on_loop and await self.store.open_async()
-        # On the loop, no more steps are under way at once than the store has connections:
-        # a step that waits for one holds its greenlet, and the loop's turns go to those
-        # that hold one.
-        self._admit = asyncio.Semaphore(int(getattr(self.store, "pool_size", threads)))
+        self._on_loop = await self._open_on_loop()
         self.say(f"started (async, concurrency {self.config.concurrency}, {threads} threads, "
                  f"steps {'on the loop' if self._on_loop else 'in the threads'}, "
                  f"{'LISTEN/NOTIFY' if pushed else 'polling'} every "
@@ -102,6 +96,21 @@ class AsyncWorker(Worker):
                 await self.store.close_async()
             pool.shutdown(wait=True)
         self.say("stopped")
+
+    async def _open_on_loop(self) -> bool:
+        """Whether the steps run on the loop: asked for, and the store's async driver
+        opened (one that cannot be opened leaves them in the threads, said in a line)."""
+        if not self.config.store_on_loop:
+            return False
+        try:
+            opened = await self.store.open_async()
+        except FSMError as exc:
+            self.say(f"cannot open the store's async driver, the steps run in the "
+                     f"threads: {exc}")
+            return False
+        if not opened:
+            self.say("the store has no async driver: the steps run in the threads")
+        return opened
 
     async def _in(self, pool: ThreadPoolExecutor, fn: Any, *args: Any) -> Any:
         return await asyncio.wrap_future(pool.submit(fn, *args))
@@ -139,7 +148,8 @@ class AsyncWorker(Worker):
             engine = await self._in(pool, self._engine, run_id, owner)
             driving = answered_async(engine._steps(run_id, False, None), engine.policy,
                                      executor=pool, keep_going=self._goes_on,
-                                     on_loop=self._on_loop, admit=self._admit)
+                                     on_loop=self._on_loop,
+                                     admit=self.store.admission() if self._on_loop else None)
             run: RunState | None = None
             stopped = False
             async with contextlib.aclosing(driving):

@@ -61,9 +61,6 @@ class AsyncEngine:
         self.store_on_loop = store_on_loop
         #: loop → the opening of the store's async driver for it (by this engine)
         self._loops: dict[asyncio.AbstractEventLoop, asyncio.Task[bool]] = {}
-        #: loop → what lets steps on it begin: no more at once than the store has
-        #: connections (a step waiting for one would hold its greenlet for nothing)
-        self._admits: dict[asyncio.AbstractEventLoop, asyncio.Semaphore] = {}
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async",
                                         initializer=adopt, initargs=(in_scope(),))
 
@@ -100,13 +97,10 @@ class AsyncEngine:
                 del self._loops[loop]  # not open: the next run tries again
             raise
 
-    def _admit(self) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        found = self._admits.get(loop)
-        if found is None:
-            size = int(getattr(self.engine.store, "pool_size", DEFAULT_THREADS))
-            found = self._admits[loop] = asyncio.Semaphore(size)
-        return found
+    def _admit(self) -> asyncio.Semaphore | None:
+        """What admits steps to the store's async driver on this loop (the store's own:
+        shared by every engine and worker on it)."""
+        return self.engine.store.admission()
 
     async def _finish(self, driving: Driving[T]) -> T:
         on_loop = await self._on_loop()
@@ -221,7 +215,6 @@ class AsyncEngine:
         """Close the engine's resources, the store's async driver for this loop, and the
         engine's threads."""
         await self._call(self.engine.close)
-        self._admits.pop(asyncio.get_running_loop(), None)
         opening = self._loops.pop(asyncio.get_running_loop(), None)
         opened = False
         if opening is not None:

@@ -153,13 +153,12 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
     done = False
     try:
         while True:
-            if on_loop:
-                working = asyncio.ensure_future(_admitted(admit, run_bridged(
-                    executor, _advance, driving, sent, raised, keep_going)))
-                runs, item = await asyncio.shield(working)
-            else:
-                working = executor.submit(_advance, driving, sent, raised, keep_going)
-                runs, item = await asyncio.wrap_future(working)
+            if on_loop and admit is not None:
+                # Waited for here, where a cancel stops it: a step not begun is not begun.
+                await admit.acquire()
+            working = _resumption(executor, on_loop, admit, driving, sent, raised, keep_going)
+            runs, item = await (asyncio.shield(working) if isinstance(working, asyncio.Future)
+                                else asyncio.wrap_future(working))
             sent, raised = None, None
             for run in runs:
                 yield run
@@ -174,22 +173,51 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
                     raised = exc
     finally:
         if not done:
-            if working is not None and not working.cancelled():
-                # A resumption is not cancelled halfway: it ends before the close.
-                with contextlib.suppress(BaseException):
-                    await asyncio.shield(working if isinstance(working, asyncio.Future)
-                                         else asyncio.wrap_future(working))
-            await asyncio.shield(
-                asyncio.ensure_future(run_bridged(executor, driving.close)) if on_loop
-                else asyncio.wrap_future(executor.submit(driving.close)))
+            await _let_go(driving, working, executor, on_loop, admit)
 
 
-async def _admitted(admit: asyncio.Semaphore | None, work: Awaitable[T]) -> T:
-    """``work`` awaited once ``admit`` lets it in (at once without one)."""
+def _resumption(executor: Executor, on_loop: bool, admit: asyncio.Semaphore | None,
+                *args: Any) -> asyncio.Future[Any] | Future[Any]:
+    """:func:`_advance` under way: on the loop (a task, which gives back the place
+    ``admit`` gave it when it ends), or in the executor (a thread's future)."""
+    if not on_loop:
+        return executor.submit(_advance, *args)
+    working = asyncio.ensure_future(run_bridged(executor, _advance, *args))
+    if admit is not None:
+        working.add_done_callback(lambda _: admit.release())
+    return working
+
+
+async def _let_go(driving: Driving[Any], working: asyncio.Future[Any] | Future[Any] | None,
+                  executor: Executor, on_loop: bool, admit: asyncio.Semaphore | None) -> None:
+    """Close ``driving`` after the resumption in flight (``working``) ends: a resumption
+    is not cancelled halfway (a thread cannot be), however often the caller is cancelled
+    meanwhile; a cancel is raised again once the generator is closed."""
+    cancelled: asyncio.CancelledError | None = None
+    while working is not None and not working.done():
+        try:
+            with contextlib.suppress(Exception):  # its failure was raised where awaited
+                await asyncio.shield(working if isinstance(working, asyncio.Future)
+                                     else asyncio.wrap_future(working))
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    closing = asyncio.ensure_future(_admitted(
+        admit, lambda: run_bridged(executor, driving.close))) if on_loop else \
+        asyncio.wrap_future(executor.submit(driving.close))
+    try:
+        await asyncio.shield(closing)
+    except asyncio.CancelledError as exc:
+        cancelled = exc  # the close goes on, shielded
+    if cancelled is not None:
+        raise cancelled
+
+
+async def _admitted(admit: asyncio.Semaphore | None, work: Callable[[], Awaitable[T]]) -> T:
+    """``work()`` awaited once ``admit`` lets it in (at once without one)."""
     if admit is None:
-        return await work
+        return await work()
     async with admit:
-        return await work
+        return await work()
 
 
 async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view: Any) -> Any:

@@ -10,6 +10,7 @@ asks for its role (:class:`~fsm.store.roles.RunReads`, :class:`~fsm.store.roles.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -112,6 +113,11 @@ class Store(Runs, Effects, Approvals, Definitions, People, Conversations, Desk, 
 
     async def close_async(self) -> None:  # noqa: B027 - optional hook
         """Close what :meth:`open_async` opened for the running event loop."""
+
+    def admission(self) -> asyncio.Semaphore | None:
+        """What admits steps to the running loop's async driver: no more steps are under
+        way at once than it has connections, whoever drives them (None: none is open)."""
+        return None
 
     # -- the approval inbox -------------------------------------------------------------
     # Pages of the inbox and the runs list. The defaults for waiting approvals are correct

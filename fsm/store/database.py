@@ -11,6 +11,7 @@ of several roles does so in one of the database's transactions
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
@@ -89,6 +90,10 @@ class Database(ABC):
 
     async def close_async(self) -> None:  # noqa: B027 - optional hook
         """Close what :meth:`open_async` opened for the running loop."""
+
+    def admission(self) -> asyncio.Semaphore | None:
+        """What admits steps to the running loop's async driver (None: none is open)."""
+        return None
 
     def column(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
         """The first column of ``sql``'s rows."""

@@ -167,8 +167,8 @@ class PostgresDatabase(Database):
         else:
             self._migrate()
         #: The async pools opened for event loops (:meth:`open_async`).
-        #: loop → [its async pool, the callers that opened it and have not closed it]
-        self._async_pools: dict[asyncio.AbstractEventLoop, list[Any]] = {}
+        #: loop → its async pool (:meth:`open_async`)
+        self._async_pools: dict[asyncio.AbstractEventLoop, _AsyncPool] = {}
         self.pool = ConnectionPool(
             url, connection_class=PooledConnection, min_size=1, max_size=size,
             kwargs=self._kwargs, open=False, name="fsm", configure=_opened, check=still_open,
@@ -300,7 +300,7 @@ class PostgresDatabase(Database):
         if not self._async_pools or not bridged():
             return None
         opened = self._async_pools.get(asyncio.get_running_loop())
-        return opened[0] if opened is not None else None
+        return opened.pool if opened is not None else None
 
     async def open_async(self) -> bool:
         """An async pool for the running loop (psycopg's, as large as the synchronous
@@ -309,23 +309,27 @@ class PostgresDatabase(Database):
         one :meth:`close_async`; the last closes the pool."""
         loop = asyncio.get_running_loop()
         opened = self._async_pools.get(loop)
-        if opened is None:
-            t = self.timeouts
-            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-                self.url, connection_class=PooledAsyncConnection, min_size=1,
-                max_size=self.pool_size, kwargs=self._kwargs, open=False, name="fsm-async",
-                configure=_opened_async, check=still_open_async, timeout=t.connect)
-            try:
-                await pool.open(wait=True, timeout=t.connect)
-            except psycopg.Error as exc:
-                await pool.close()
+        if opened is not None:
+            opened.users += 1
+            return True
+        t = self.timeouts
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            self.url, connection_class=PooledAsyncConnection, min_size=1,
+            max_size=self.pool_size, kwargs=self._kwargs, open=False, name="fsm-async",
+            configure=_opened_async, check=still_open_async, timeout=t.connect)
+        try:
+            await pool.open(wait=True, timeout=t.connect)
+        except BaseException as exc:
+            await asyncio.shield(pool.close())
+            if isinstance(exc, psycopg.Error):
                 raise failure(f"cannot open database {self.name}", exc, t) from None
-            opened = self._async_pools.get(loop)  # another task may have opened one meanwhile
-            if opened is None:
-                opened = self._async_pools[loop] = [pool, 0]
-            else:
-                await pool.close()
-        opened[1] += 1
+            raise
+        opened = self._async_pools.get(loop)  # another task may have opened one meanwhile
+        if opened is None:
+            self._async_pools[loop] = _AsyncPool(pool, asyncio.Semaphore(self.pool_size))
+            return True
+        opened.users += 1  # counted before the spare pool's close gives the loop away
+        await pool.close()
         return True
 
     async def close_async(self) -> None:
@@ -333,11 +337,14 @@ class PostgresDatabase(Database):
         opened = self._async_pools.get(loop)
         if opened is None:
             return
-        opened[1] -= 1
-        if opened[1] <= 0:
+        opened.users -= 1
+        if opened.users <= 0:
             del self._async_pools[loop]
-            await opened[0].close()
+            await opened.pool.close()
 
+    def admission(self) -> asyncio.Semaphore | None:
+        opened = self._async_pools.get(asyncio.get_running_loop())
+        return opened.admit if opened is not None else None
 
     @property
     def schema_version(self) -> int:
@@ -421,6 +428,16 @@ class PostgresDatabase(Database):
             return self._connect()  # a server before PostgreSQL 14 has no such setting
 
 
+@dataclasses.dataclass
+class _AsyncPool:
+    """A loop's async pool, what admits steps to it (no more at once than it has
+    connections), and how many callers opened it and have not closed it."""
+
+    pool: AsyncConnectionPool[Any]
+    admit: asyncio.Semaphore
+    users: int = 1
+
+
 async def _fetched(aconn: psycopg.AsyncConnection[Any], sql: str,
                    args: tuple[Any, ...]) -> list[Any]:
     return await (await aconn.execute(sql, args)).fetchall()
@@ -480,8 +497,10 @@ class _Session:
 class PostgresStore(SQLStore):
     """A durable store in a PostgreSQL database, shared by any number of processes.
 
-    ``pool_size`` (default 10; ``FSM_PG_POOL`` at the command line) bounds the connections this
-    process opens; a worker needs about one per run it drives at once, plus two.
+    ``pool_size`` (default 10; ``FSM_PG_POOL`` at the command line) bounds the connections of
+    this process's pool; a worker needs about one per run it drives at once, plus two. An
+    event loop that drives steps on the loop (:meth:`open_async`, ``--store-on-loop``) has
+    an async pool of the same size beside it.
     ``timeouts`` bound every statement, lock wait and idle transaction of its sessions
     (see :mod:`fsm.store.pg_session`); ``connect_timeout`` overrides its ``connect``.
     """

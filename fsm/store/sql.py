@@ -24,6 +24,7 @@ database, as before.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from fsm.signing import Keys
@@ -112,6 +113,9 @@ class SQLStore(Store):
 
     async def close_async(self) -> None:
         await self.db.close_async()
+
+    def admission(self) -> asyncio.Semaphore | None:
+        return self.db.admission()
 
     # -- which role answers what -------------------------------------------------------
 

@@ -28,3 +28,19 @@ def test_the_postgres_step_benchmark_reports_every_figure(pg_server: str, tmp_pa
     with psycopg.connect(pg_server) as conn:  # its own database, dropped afterwards
         left = conn.execute("SELECT count(*) FROM pg_database WHERE datname LIKE 'fsm_bench_%'")
         assert left.fetchone() == (0,)
+
+
+def test_the_driver_benchmark_measures_each_way_to_the_server(pg_server: str,
+                                                              tmp_path: Path) -> None:
+    out = tmp_path / "drivers.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "pg_drivers.py"), "--db", pg_server,
+         "--tasks", "20", "--steps", "3", "--nap", "0.01", "--json-out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["way"] for r in rows] == ["threads", "async", "bridged"]
+    assert all(r["steps"] == 60 and r["cpu_ms_per_step"] > 0 for r in rows)
+    assert all(0 <= r["kernel_share"] <= 1 for r in rows)
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == ["threads", "async",
+                                                                       "bridged"]

@@ -21,13 +21,14 @@ from chat_desk import build as build_chat
 from crashkit import Child
 
 from fsm import AsyncEngine, Engine, MemoryStore, SQLiteStore
+from fsm._bridge import bridged
 from fsm.auditor.audit import audit
 from fsm.observability.hooks import CommitInfo, Hooks
 from fsm.policy import View
 from fsm.runtime.driving import AsyncPolicyCalledSync
 from fsm.sandbox.replay import replay_async
 from fsm.store.base import Store
-from fsm.store.postgres import PostgresStore
+from fsm.store.postgres import PostgresDatabase, PostgresStore
 from fsm.testing import ScriptedPolicy, state_path
 from workflows.refund import Shop, build, clerk
 from workflows.refund.shop import PostgresShop
@@ -114,14 +115,20 @@ def desk(where: str) -> Iterator[tuple[Store, Any]]:
 
 
 class Committers(Hooks):
-    """The threads each step's commit landed from (not the run's creation)."""
+    """Where each step's commit landed from (not the run's creation): the thread, and
+    whether the step ran on the loop through the store's async pool."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store) -> None:
+        self.store = store
         self.threads: set[int] = set()
+        self.through_async_pool: set[bool] = set()
 
     def after_commit(self, commit: CommitInfo) -> None:
         if not commit.initial:
             self.threads.add(threading.get_ident())
+            db = getattr(self.store, "db", None)
+            self.through_async_pool.add(
+                bridged() and isinstance(db, PostgresDatabase) and db._async_pool() is not None)
 
 
 def _ledger(shop: Any) -> list[tuple[Any, ...]]:
@@ -135,7 +142,7 @@ def test_a_small_refund_ends_as_the_synchronous_engine_ends_it(
     expected = Engine(build(sync_shop), sync_store, clerk).start(SMALL, user="asha",
                                                                   run_id="r")
     store, shop = desk
-    committers = Committers()
+    committers = Committers(store)
 
     async def main() -> tuple[Any, int]:
         async with AsyncEngine(build(shop), store, async_clerk, hooks=[committers],
@@ -148,8 +155,10 @@ def test_a_small_refund_ends_as_the_synchronous_engine_ends_it(
     if on_loop:
         # Every step was committed from the loop's own thread, through the async pool.
         assert committers.threads == {loop_thread}
+        assert committers.through_async_pool == {True}
     else:
         assert loop_thread not in committers.threads  # in the engine's threads
+        assert committers.through_async_pool == {False}
     assert state_path(store, "r") == state_path(sync_store, "r")
     assert _ledger(shop) == _ledger(sync_shop) == [("A-1001", "kettle-1", 35_000)]
     assert [m.get("tool") for m in store.messages("r")] == [
@@ -280,6 +289,58 @@ def test_a_run_cancelled_while_its_model_thinks_is_let_go_and_resumed(
     run = asyncio.run(main())
     assert run.status == "done" and _ledger(shop) == [("A-1001", "kettle-1", 35_000)]
     assert audit(store, "r").ok
+
+
+class GatedShop(PostgresShop):
+    """A shop whose lookup of order A-1001 waits until :attr:`go` is set; it records each
+    order looked up."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.inside, self.go = threading.Event(), threading.Event()
+        self.looked_up: list[str] = []
+
+    def order(self, order_id: str) -> Any:
+        self.looked_up.append(order_id)
+        if order_id == "A-1001":
+            self.inside.set()
+            self.go.wait(60)
+        return super().order(order_id)
+
+
+def test_a_run_cancelled_while_it_waits_for_a_connection_never_begins_its_step(
+        pg_url: str) -> None:
+    """On the loop, no more steps are under way than the store has connections (one
+    here): a run waiting for its turn is cancelled, and its step never begins."""
+    store, shop = PostgresStore(pg_url, pool_size=1), GatedShop(pg_url).seed_demo()
+
+    async def main() -> Any:
+        async with AsyncEngine(build(shop), store, async_clerk, store_on_loop=True) as engine:
+            first = asyncio.create_task(engine.start(SMALL, user="asha", run_id="a"))
+            await asyncio.to_thread(shop.inside.wait, 60)  # "a" holds the one place
+            second = asyncio.create_task(engine.start(LARGE, user="ravi", run_id="b"))
+            admit = store.admission()
+            assert admit is not None and admit.locked()
+            while not getattr(admit, "_waiters", None):  # "b" waits for the place
+                await asyncio.sleep(0.01)
+            second.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await second
+            shop.go.set()
+            return await first
+
+    try:
+        run = asyncio.run(main())
+        assert run.status == "done"
+        waited = store.load_run("b")
+        assert (waited.step, waited.status) == (0, "running")  # its step never began
+        assert store.lease("b") is None  # and its lease was given back
+        assert "A-1002" not in shop.looked_up and _ledger(shop) == [
+            ("A-1001", "kettle-1", 35_000)]
+    finally:
+        shop.go.set()
+        store.close()
+        shop.close()
 
 
 def test_fork_sweep_and_replay_answer_from_await(tmp_path: Path) -> None:

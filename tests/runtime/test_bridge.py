@@ -108,3 +108,53 @@ def test_await_outside_a_bridged_greenlet_is_refused_in_one_line() -> None:
     with pytest.raises(RuntimeError, match=r"^await_ outside a bridged greenlet"):
         await_(coro)
     coro.close()
+
+
+def test_what_the_function_raises_comes_out_of_run_bridged() -> None:
+    def work() -> None:
+        await_(asyncio.sleep(0))
+        raise ValueError("bad row")
+
+    with pytest.raises(ValueError, match="bad row"):
+        asyncio.run(run_bridged(None, work))
+
+
+def test_a_cancel_reaches_the_waiting_code_and_its_cleanup_still_awaits() -> None:
+    states: list[str] = []
+
+    class Held:
+        async def __aenter__(self) -> None:
+            states.append("in")
+
+        async def __aexit__(self, *exc: object) -> bool:
+            await asyncio.sleep(0)  # the cleanup awaits, after the cancel
+            states.append(f"out {exc[0].__name__ if exc[0] else None}")
+            return False
+
+    def work() -> None:
+        with entered(Held()):
+            await_(asyncio.sleep(3600))
+
+    async def main() -> None:
+        task = asyncio.ensure_future(run_bridged(None, work))
+        while not states:
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert states == ["in", "out CancelledError"]
+
+
+def test_a_blocking_call_sees_the_context_variables_of_its_caller() -> None:
+    pool = ThreadPoolExecutor(1)
+
+    def work() -> str:
+        LABEL.set("the step's")
+        return blocking(LABEL.get)
+
+    try:
+        assert asyncio.run(run_bridged(pool, work)) == "the step's"
+    finally:
+        pool.shutdown()

@@ -39,6 +39,10 @@ def test_refunds_survive_database_restarts_terminated_sessions_and_kills(
         report = soak.run(orders, kill_for=9.0, kill_every=(1.5, 2.5), timeout=100,
                           faults=faults, waves=6, kills=2)
     print("\n".join(lines + report.lines()))
+    starts = [line for log in soak.log_of.values() for line in log.read_text().splitlines()
+              if "started (async" in line]
+    assert all(("steps on the loop" in line) == (kind == "async-loop") for line in starts)
+    assert bool(starts) == (kind != "threads")
     assert report.problems == []
     assert report.faults.get("restart", 0) >= 1, report.faults
     assert report.faults.get("terminate", 0) + report.faults.get("terminate-shop", 0) >= 2

@@ -20,6 +20,10 @@ def test_refunds_survive_workers_killed_at_random(pg_url: str, tmp_path: Path,
                 say=lambda line: None, evented=kind == "async", on_loop=kind == "async-loop")
     report = soak.run(orders, kill_for=8.0, kill_every=(0.7, 1.5), timeout=120)
     print("\n".join(report.lines()))
+    starts = [line for log in soak.log_of.values() for line in log.read_text().splitlines()
+              if "started (async" in line]
+    assert all(("steps on the loop" in line) == (kind == "async-loop") for line in starts)
+    assert bool(starts) == (kind != "threads")
     assert report.problems == []
     assert report.kills >= 3
     assert report.takeovers >= 1  # a killed worker's runs were finished by others
