@@ -177,12 +177,13 @@ def test_a_worker_paused_past_its_lease_can_neither_write_nor_commit(
     assert fleet.stop(a) == 0 and fleet.stop(b) == 0
 
 
+@pytest.mark.parametrize("kind", ["threads", "async", "async-loop"])
 def test_a_worker_whose_sessions_are_terminated_survives_and_the_runs_finish(
-        store: Store, shop: PostgresShop, fleet: Fleet, pg_url: str) -> None:
+        store: Store, shop: PostgresShop, fleet: Fleet, pg_url: str, kind: str) -> None:
     orders = add_orders(shop, 6)
     for oid, customer, _ in orders:
         submit(store, shop, f"t-{oid}", f"Order {oid}: it broke", customer)
-    w = fleet.start("--policy", "fleetkit:sleepy_clerk", "--lease-seconds", LEASE,
+    w = fleet.start(*driving(kind, "sleepy_clerk"), "--lease-seconds", LEASE,
                     "--poll-seconds", "0.1", "--concurrency", "6", FLEET_SLEEP="0.1")
     fleet.started(w)
     terminated = 0
