@@ -201,6 +201,11 @@ async def _let_go(driving: Driving[Any], working: asyncio.Future[Any] | Future[A
                                      else asyncio.wrap_future(working))
         except asyncio.CancelledError as exc:
             cancelled = exc
+    if inspect.getgeneratorstate(driving) == inspect.GEN_CREATED:
+        driving.close()  # never begun: nothing of it runs, nothing to wait for
+        if cancelled is not None:
+            raise cancelled
+        return
     closing = asyncio.ensure_future(_admitted(
         admit, lambda: run_bridged(executor, driving.close))) if on_loop else \
         asyncio.wrap_future(executor.submit(driving.close))

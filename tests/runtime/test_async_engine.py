@@ -299,12 +299,13 @@ class GatedShop(PostgresShop):
         super().__init__(url)
         self.inside, self.go = threading.Event(), threading.Event()
         self.looked_up: list[str] = []
+        self.gave_up = False
 
     def order(self, order_id: str) -> Any:
         self.looked_up.append(order_id)
         if order_id == "A-1001":
             self.inside.set()
-            self.go.wait(60)
+            self.gave_up = self.gave_up or not self.go.wait(60)
         return super().order(order_id)
 
 
@@ -332,6 +333,8 @@ def test_a_run_cancelled_while_it_waits_for_a_connection_never_begins_its_step(
     try:
         run = asyncio.run(main())
         assert run.status == "done"
+        # The cancel came back without waiting for "a" to give its place up.
+        assert not shop.gave_up
         waited = store.load_run("b")
         assert (waited.step, waited.status) == (0, "running")  # its step never began
         assert store.lease("b") is None  # and its lease was given back
