@@ -148,8 +148,7 @@ class AsyncWorker(Worker):
             engine = await self._in(pool, self._engine, run_id, owner)
             driving = answered_async(engine._steps(run_id, False, None), engine.policy,
                                      executor=pool, keep_going=self._goes_on,
-                                     on_loop=self._on_loop,
-                                     admit=self.store.admission() if self._on_loop else None)
+                                     on_loop=self._on_loop, admit=self.store.admission())
             run: RunState | None = None
             stopped = False
             async with contextlib.aclosing(driving):

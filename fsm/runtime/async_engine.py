@@ -97,15 +97,10 @@ class AsyncEngine:
                 del self._loops[loop]  # not open: the next run tries again
             raise
 
-    def _admit(self) -> asyncio.Semaphore | None:
-        """What admits steps to the store's async driver on this loop (the store's own:
-        shared by every engine and worker on it)."""
-        return self.engine.store.admission()
-
     async def _finish(self, driving: Driving[T]) -> T:
-        on_loop = await self._on_loop()
         return await finished_async(driving, self.engine.policy, executor=self._pool,
-                                    on_loop=on_loop, admit=self._admit() if on_loop else None)
+                                    on_loop=await self._on_loop(),
+                                    admit=self.engine.store.admission())
 
     # -- runs -------------------------------------------------------------------------
 
@@ -139,10 +134,10 @@ class AsyncEngine:
         """Drive a run as :meth:`resume` does, yielding an :class:`Outcome` after each
         step's commit: ``async for outcome in engine.steps(run_id): ...``. Leaving the
         loop early leaves the run where its last commit put it, its lease given back."""
-        on_loop = await self._on_loop()
         driving = answered_async(self.engine._steps(run_id, take_over, policy_record),
-                                 self.engine.policy, executor=self._pool, on_loop=on_loop,
-                                 admit=self._admit() if on_loop else None)
+                                 self.engine.policy, executor=self._pool,
+                                 on_loop=await self._on_loop(),
+                                 admit=self.engine.store.admission())
         try:
             async for item in driving:
                 if not isinstance(item, Done):

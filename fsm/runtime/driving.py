@@ -140,8 +140,8 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
     ``on_loop`` (a store whose async driver is open for this loop: see
     :meth:`Store.open_async <fsm.store.base.Store.open_async>`): each resumption runs in
     a bridged greenlet on the loop's thread instead (:func:`fsm._bridge.run_bridged`), its
-    database work awaited there, once ``admit`` lets it begin; only its tools' calls go to
-    the executor.
+    database work awaited there, once ``admit`` lets it begin (``admit`` is ignored
+    otherwise); only its tools' calls go to the executor.
 
     After a run, the generator goes on in the same resumption while ``keep_going(run)``
     holds; without it, it waits for the caller to take the run (who may stop there).
