@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
 from fsm._bridge import await_, bridged, entered
 from fsm.errors import FSMError, StoreError, StoreUnavailable
@@ -178,7 +178,7 @@ class PostgresDatabase(Database):
             self.pool.open(wait=True, timeout=t.connect)
         except psycopg.Error as exc:
             self.pool.close()
-            raise failure(f"cannot open database {self.name}", exc, t) from None
+            raise failure(f"cannot open database {self.name}", self._refusal(exc), t) from None
         try:
             key_path = key_file or default_key_file(
                 "/".join(str(v) for v in next(iter(self.read(DATABASE_IDENTITY)))))
@@ -201,6 +201,19 @@ class PostgresDatabase(Database):
                                    **kwargs)
         except psycopg.Error as exc:
             raise failure(f"cannot open database {self.name}", exc, self.timeouts) from None
+
+    def _refusal(self, exc: psycopg.Error) -> psycopg.Error:
+        """Why a pool could not open. A pool that timed out says only that it waited, so
+        one connection of its own asks the server, whose refusal says why (too many
+        connections for the role, no such database); ``exc`` if the server lets it in."""
+        if not isinstance(exc, PoolTimeout):
+            return exc
+        try:
+            psycopg.connect(self.url, connect_timeout=max(1, int(self.timeouts.connect)),
+                            **self._kwargs).close()
+        except psycopg.Error as refused:
+            return refused
+        return exc
 
     def _check_schema(self) -> None:
         """For a reader: the database has fsm's schema, at this fsm's version; nothing in
@@ -322,7 +335,8 @@ class PostgresDatabase(Database):
         except BaseException as exc:
             await asyncio.shield(pool.close())
             if isinstance(exc, psycopg.Error):
-                raise failure(f"cannot open database {self.name}", exc, t) from None
+                raise failure(f"cannot open database {self.name}",
+                              await asyncio.to_thread(self._refusal, exc), t) from None
             raise
         opened = self._async_pools.get(loop)  # another task may have opened one meanwhile
         if opened is None:
