@@ -105,6 +105,11 @@ class SettingsError(UsageError):
         super().__init__("; ".join(self.problems))
 
 
+class EngineClosed(FSMError):
+    """An :class:`~fsm.runtime.async_engine.AsyncEngine` asked to drive a run after its
+    ``aclose()``."""
+
+
 class StoreError(FSMError):
     """The database could not be opened, read or written."""
 

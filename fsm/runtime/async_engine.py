@@ -20,15 +20,16 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from fsm.definition.spec import WorkflowSpec
+from fsm.errors import EngineClosed
 from fsm.observability.hooks import adopt, in_scope
 from fsm.records import Budgets, Event, RunState
 from fsm.runtime.conversation.engine import Conversation
-from fsm.runtime.driving import Done, Driving, answered_async, finished_async
+from fsm.runtime.driving import Done, Driving, answered_async
 from fsm.runtime.engine import Engine
 from fsm.runtime.observe import Outcome
 from fsm.runtime.swept import Swept
@@ -61,6 +62,16 @@ class AsyncEngine:
         self.store_on_loop = store_on_loop
         #: loop → the opening of the store's async driver for it (by this engine)
         self._loops: dict[asyncio.AbstractEventLoop, asyncio.Task[bool]] = {}
+        #: :meth:`aclose` has begun: no drive begins, and each in flight stops at its
+        #: next commit.
+        self._closing = False
+        #: Drives whose driver is open, and those of them with work under way (a
+        #: resumption, a model call, the driver's own closing), not waiting at a yield.
+        self._open = 0
+        self._busy = 0
+        self._idle: asyncio.Event | None = None
+        #: The last of the drivers still open when :meth:`aclose` ended shuts the threads.
+        self._shut_by_last = False
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async",
                                         initializer=adopt, initargs=(in_scope(),))
 
@@ -78,8 +89,14 @@ class AsyncEngine:
 
     async def _call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn`` run in the engine's threads (what touches the store)."""
+        self._refuse_if_closed()
         return await asyncio.wrap_future(self._pool.submit(functools.partial(fn, *args,
                                                                              **kwargs)))
+
+    def _refuse_if_closed(self) -> None:
+        if self._closing:
+            raise EngineClosed("this AsyncEngine is closed (aclose): make a new one to "
+                               "drive runs")
 
     async def _on_loop(self) -> bool:
         """Whether runs are driven on the loop: the store's async driver is open for it
@@ -97,10 +114,64 @@ class AsyncEngine:
                 del self._loops[loop]  # not open: the next run tries again
             raise
 
-    async def _finish(self, driving: Driving[T]) -> T:
-        return await finished_async(driving, self.engine.policy, executor=self._pool,
-                                    on_loop=await self._on_loop(),
-                                    admit=self.engine.store.admission())
+    async def _finish(self, driving: Driving[RunState]) -> RunState:
+        """Drive ``driving`` to its end; once :meth:`aclose` begins, to its next commit
+        (the run as that commit left it, its lease given back)."""
+        last: RunState | None = None
+        steps = self._driven(driving, self._goes_on)
+        try:
+            async for item in steps:
+                if isinstance(item, Done):
+                    return item.value  # type: ignore[no-any-return]
+                last = item
+        finally:
+            await steps.aclose()
+        assert last is not None, "a driving generator ended without its value"
+        return last
+
+    def _goes_on(self, run: RunState) -> bool:
+        """Whether a run's next step follows in the same resumption (not once closing)."""
+        return not self._closing
+
+    async def _driven(self, driving: Driving[Any],
+                      keep_going: Callable[[RunState], bool] | None = None
+                      ) -> AsyncGenerator[RunState | Done, None]:
+        """The runs ``driving`` yields, then its :class:`Done`, as
+        :func:`~fsm.runtime.driving.answered_async` drives it; counted, so that
+        :meth:`aclose` waits for the work under way, and the engine's threads stay until
+        the last driver has closed its generator. After :meth:`aclose` begins it ends at
+        the next run (a commit)."""
+        if self._closing:
+            driving.close()
+            self._refuse_if_closed()
+        self._open += 1
+        self._busy += 1
+        try:
+            steps = answered_async(driving, self.engine.policy, executor=self._pool,
+                                   keep_going=keep_going, on_loop=await self._on_loop(),
+                                   admit=self.engine.store.admission())
+            try:
+                async for item in steps:
+                    self._rests()
+                    try:
+                        yield item
+                    finally:
+                        self._busy += 1
+                    if isinstance(item, Done) or self._closing:
+                        return
+            finally:
+                await steps.aclose()
+        finally:
+            self._open -= 1
+            self._rests()
+            if self._shut_by_last and not self._open:
+                self._pool.shutdown(wait=False)  # aclose left the threads to the last one
+
+    def _rests(self) -> None:
+        """A drive's work under way has ended (it waits at a yield, or is done)."""
+        self._busy -= 1
+        if not self._busy and self._idle is not None:
+            self._idle.set()
 
     # -- runs -------------------------------------------------------------------------
 
@@ -134,10 +205,7 @@ class AsyncEngine:
         """Drive a run as :meth:`resume` does, yielding an :class:`Outcome` after each
         step's commit: ``async for outcome in engine.steps(run_id): ...``. Leaving the
         loop early leaves the run where its last commit put it, its lease given back."""
-        driving = answered_async(self.engine._steps(run_id, take_over, policy_record),
-                                 self.engine.policy, executor=self._pool,
-                                 on_loop=await self._on_loop(),
-                                 admit=self.engine.store.admission())
+        driving = self._driven(self.engine._steps(run_id, take_over, policy_record))
         try:
             async for item in driving:
                 if not isinstance(item, Done):
@@ -207,9 +275,22 @@ class AsyncEngine:
     # -- the engine's life ----------------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close the engine's resources, the store's async driver for this loop, and the
-        engine's threads."""
-        await self._call(self.engine.close)
+        """Stop driving, then close the engine's resources, the store's async driver for
+        this loop, and the engine's threads.
+
+        No drive begins once it is called (:class:`~fsm.errors.EngineClosed`). Each drive
+        in flight ends at its next commit, as a worker's runs do when it stops: a step
+        under way (its model's answer, its tools, its commit) is finished, never cut, and
+        the run's lease is given back; the caller gets the run as that commit left it,
+        and a later drive goes on from there. ``aclose`` waits for that, from the loop
+        that drives the runs."""
+        if self._closing:
+            return
+        self._closing = True
+        while self._busy:
+            self._idle = asyncio.Event()
+            await self._idle.wait()
+        await asyncio.wrap_future(self._pool.submit(self.engine.close))
         opening = self._loops.pop(asyncio.get_running_loop(), None)
         opened = False
         if opening is not None:
@@ -217,7 +298,10 @@ class AsyncEngine:
                 opened = await opening
         if opened:
             await self.engine.store.close_async()
-        self._pool.shutdown(wait=False)
+        if self._open:  # a driver held open at a yield by its caller closes them
+            self._shut_by_last = True
+        else:
+            self._pool.shutdown(wait=False)
 
     async def __aenter__(self) -> AsyncEngine:
         return self

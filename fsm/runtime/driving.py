@@ -231,22 +231,3 @@ async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view
         return await policy(view)
     raw = await asyncio.wrap_future(executor.submit(policy, view))
     return await raw if inspect.isawaitable(raw) else raw
-
-
-async def finished_async(driving: Driving[R], policy: Callable[[Any], Any] | None, *,
-                         executor: Executor, on_loop: bool = False,
-                         admit: asyncio.Semaphore | None = None) -> R:
-    """Drive ``driving`` to its end from the event loop and return its value."""
-    steps = answered_async(driving, policy, executor=executor, keep_going=_always,
-                           on_loop=on_loop, admit=admit)
-    try:
-        async for item in steps:
-            if isinstance(item, Done):
-                return item.value  # type: ignore[no-any-return]
-    finally:
-        await steps.aclose()
-    raise AssertionError("a driving generator ended without its value")  # pragma: no cover
-
-
-def _always(run: RunState) -> bool:
-    return True

@@ -23,6 +23,7 @@ from crashkit import Child
 from fsm import AsyncEngine, Engine, MemoryStore, SQLiteStore
 from fsm._bridge import bridged
 from fsm.auditor.audit import audit
+from fsm.errors import EngineClosed, RunNotFound
 from fsm.observability.hooks import CommitInfo, Hooks
 from fsm.policy import View
 from fsm.runtime.driving import AsyncPolicyCalledSync
@@ -289,6 +290,74 @@ def test_a_run_cancelled_while_its_model_thinks_is_let_go_and_resumed(
     run = asyncio.run(main())
     assert run.status == "done" and _ledger(shop) == [("A-1001", "kettle-1", 35_000)]
     assert audit(store, "r").ok
+
+
+def test_closing_the_engine_mid_step_finishes_the_step_and_lets_the_run_go(
+        desk: tuple[Store, Any], on_loop: bool) -> None:
+    """``aclose()`` while a run's model thinks: the model's answer is still carried out
+    (the refund is paid, and its commit lands), then the run is let go at that commit and
+    the engine closes; nothing it has not begun begins, and a later engine finishes the
+    run, paying nothing twice."""
+    store, shop = desk
+
+    async def main() -> tuple[Any, Any, str]:
+        thinking, answer = asyncio.Event(), asyncio.Event()
+
+        async def slow(view: View) -> Any:
+            if view.step == 6:  # the model is about to ask for refund_item
+                thinking.set()
+                await answer.wait()
+            return clerk(view)
+
+        engine = AsyncEngine(build(shop), store, slow, store_on_loop=on_loop)
+        task = asyncio.create_task(engine.start(SMALL, user="asha", run_id="r"))
+        await thinking.wait()
+        closing = asyncio.create_task(engine.aclose())
+        await asyncio.sleep(0.1)
+        assert not closing.done(), "aclose() did not wait for the step in flight"
+        with pytest.raises(EngineClosed, match="closed"):
+            await engine.start(SMALL, user="asha", run_id="late")
+        answer.set()
+        stopped = await asyncio.wait_for(task, 60)
+        await asyncio.wait_for(closing, 60)
+        with pytest.raises(EngineClosed, match="make a new one"):
+            await engine.resume("r")
+        async with AsyncEngine(build(shop), store, async_clerk,
+                               store_on_loop=on_loop) as again:
+            return stopped, await again.resume("r"), str(store.lease("r"))
+
+    stopped, finished, lease = asyncio.run(main())
+    assert stopped.status == "running" and stopped.step == 6, (stopped.status, stopped.step)
+    assert finished.status == "done" and lease == "None"
+    assert _ledger(shop) == [("A-1001", "kettle-1", 35_000)]
+    errors = [e for e in store.events("r") if e.kind == "tool" and e.detail.get("error")]
+    assert errors == [], errors
+    with pytest.raises(RunNotFound):
+        store.load_run("late")
+    assert audit(store, "r").ok
+
+
+def test_closing_the_engine_while_its_caller_holds_the_steps_ends_them_at_the_next_turn(
+        desk: tuple[Store, Any], on_loop: bool) -> None:
+    """A caller between two of ``engine.steps()``'s outcomes holds no work under way:
+    ``aclose()`` does not wait for it, and the caller's next turn ends the steps, gives
+    the lease back and lets the engine's threads go."""
+    store, shop = desk
+
+    async def main() -> tuple[int, list[Any], str]:
+        engine = AsyncEngine(build(shop), store, async_clerk, store_on_loop=on_loop)
+        await engine.start(SMALL, user="asha", run_id="r", drive=False)
+        steps = engine.steps("r")
+        first = await anext(steps)
+        await asyncio.wait_for(engine.aclose(), 30)
+        held = str(store.lease("r"))
+        rest = [o async for o in steps]
+        assert store.lease("r") is None and engine._pool._shutdown  # type: ignore[attr-defined]
+        return first.run.step, rest, held
+
+    step, rest, held = asyncio.run(main())
+    assert step == 1 and rest == [] and held != "None"
+    assert store.load_run("r").step == 1 and _ledger(shop) == []
 
 
 class GatedShop(PostgresShop):
