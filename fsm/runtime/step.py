@@ -850,21 +850,27 @@ class Step:
         self.moves_definition = True
         self.event("migrated", state_before=before, state_after=move.state, reviewer=by,
                    detail=move.detail)
-        if isinstance(pending, EventAwaitingPerson):
-            self._pause(EventAwaitingPerson(events=list(move.to.events_from(move.state)),
-                                            args=pending.args, step=pending.step))
-        elif isinstance(pending, AwaitingCustomer):
-            # Asked again in the target's terms, at the run's new version: a reply is
-            # bound to the request as the target shows it.
-            conversation_writes.wait_for_customer(self, pending.message, args=pending.args,
-                                      record=pending.record)
-        elif isinstance(pending, CallAwaitingApproval) and move.ask_again:
-            self._pause(CallAwaitingApproval(tool=pending.tool, args=pending.args,
-                                             key=pending.key, step=pending.step))
-        elif isinstance(pending, CallAwaitingApproval):
-            self.run.status = "running"
-            self.run.pending = None
-            self.tool_result(pending.tool, error=move.why)
+        match pending:
+            case EventAwaitingPerson():
+                self._pause(EventAwaitingPerson(events=list(move.to.events_from(move.state)),
+                                                args=pending.args, step=pending.step))
+            case AwaitingCustomer():
+                # Asked again in the target's terms, at the run's new version: a reply is
+                # bound to the request as the target shows it.
+                conversation_writes.wait_for_customer(self, pending.message,
+                                                      args=pending.args,
+                                                      record=pending.record)
+            case CallAwaitingApproval() if move.ask_again:
+                self._pause(CallAwaitingApproval(tool=pending.tool, args=pending.args,
+                                                 key=pending.key, step=pending.step))
+            case CallAwaitingApproval():
+                self.run.status = "running"
+                self.run.pending = None
+                self.tool_result(pending.tool, error=move.why)
+            case ApprovedCall() | None:
+                pass  # nothing is asked again: an approved call runs, on the target version
+            case _:
+                assert_never(pending)
 
     # -- commit -------------------------------------------------------------------
 
