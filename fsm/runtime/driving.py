@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from concurrent.futures import Executor, Future
@@ -151,12 +152,17 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
     raised: BaseException | None = None
     working: asyncio.Future[Any] | Future[Any] | None = None
     done = False
+    # One context for all of the generator's resumptions, as a task has one for all of
+    # its steps: what a resumption sets (the current span of a model call that the next
+    # resumption ends) is there in the next, whichever thread or greenlet runs it.
+    context = contextvars.copy_context()
     try:
         while True:
             if on_loop and admit is not None:
                 # Waited for here, where a cancel stops it: a step not begun is not begun.
                 await admit.acquire()
-            working = _resumption(executor, on_loop, admit, driving, sent, raised, keep_going)
+            working = _resumption(executor, on_loop, admit, context, driving, sent, raised,
+                                  keep_going)
             runs, item = await (asyncio.shield(working) if isinstance(working, asyncio.Future)
                                 else asyncio.wrap_future(working))
             sent, raised = None, None
@@ -173,23 +179,25 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
                     raised = exc
     finally:
         if not done:
-            await _let_go(driving, working, executor, on_loop, admit)
+            await _let_go(driving, working, executor, on_loop, admit, context)
 
 
 def _resumption(executor: Executor, on_loop: bool, admit: asyncio.Semaphore | None,
-                *args: Any) -> asyncio.Future[Any] | Future[Any]:
-    """:func:`_advance` under way: on the loop (a task, which gives back the place
-    ``admit`` gave it when it ends), or in the executor (a thread's future)."""
+                context: contextvars.Context, *args: Any) -> asyncio.Future[Any] | Future[Any]:
+    """:func:`_advance` under way in ``context``: on the loop (a task, which gives back
+    the place ``admit`` gave it when it ends), or in the executor (a thread's future)."""
     if not on_loop:
-        return executor.submit(_advance, *args)
-    working = asyncio.ensure_future(run_bridged(executor, _advance, *args))
+        return executor.submit(context.run, _advance, *args)
+    working = asyncio.get_running_loop().create_task(
+        run_bridged(executor, _advance, *args), context=context)
     if admit is not None:
         working.add_done_callback(lambda _: admit.release())
     return working
 
 
 async def _let_go(driving: Driving[Any], working: asyncio.Future[Any] | Future[Any] | None,
-                  executor: Executor, on_loop: bool, admit: asyncio.Semaphore | None) -> None:
+                  executor: Executor, on_loop: bool, admit: asyncio.Semaphore | None,
+                  context: contextvars.Context) -> None:
     """Close ``driving`` after the resumption in flight (``working``) ends: a resumption
     is not cancelled halfway (a thread cannot be), however often the caller is cancelled
     meanwhile; a cancel is raised again once the generator is closed."""
@@ -206,9 +214,9 @@ async def _let_go(driving: Driving[Any], working: asyncio.Future[Any] | Future[A
         if cancelled is not None:
             raise cancelled
         return
-    closing = asyncio.ensure_future(_admitted(
-        admit, lambda: run_bridged(executor, driving.close))) if on_loop else \
-        asyncio.wrap_future(executor.submit(driving.close))
+    closing = asyncio.get_running_loop().create_task(_admitted(
+        admit, lambda: run_bridged(executor, driving.close)), context=context) if on_loop \
+        else asyncio.wrap_future(executor.submit(context.run, driving.close))
     try:
         await asyncio.shield(closing)
     except asyncio.CancelledError as exc:
