@@ -35,30 +35,39 @@ def _wrote(e: Event, writes: Collection[str]) -> bool:
 def _entered(events: list[Event], at: int, stop: Event,
              writes: Collection[str]) -> tuple[HandoverCause, str]:
     """The cause of a hand-over state entered by the transition before ``at``."""
-    moves = [i for i in range(at - 1, -1, -1) if events[i].kind == "transition"]
-    if not moves:
+    i = next((j for j in range(at - 1, -1, -1) if events[j].kind == "transition"), None)
+    if i is None:
         return "other", stop.reason or "handed over"
-    i = moves[0]
-    move = events[i]
-    event = move.event or "?"
-    before = events[i - 1] if i else None
-    if before is not None and before.kind == "decision":
-        if before.detail.get("decision") == "expired":
-            return "expired", "expired: nobody decided in time"
-        who = before.reviewer or "a person"
-        return "person", f"a person's decision: {who} {before.detail.get('decision', 'decided')}"
-    if before is not None and before.kind == "tool" and before.step == move.step:
-        tool = before.tool or "?"
-        if not _wrote(before, writes):
-            return "transferred", f"transferred by the model ({tool})"
-        earlier = [e.tool or "?" for e in events[:i - 1]
-                   if _wrote(e, writes) and not e.detail.get("error")]
-        if earlier:
-            return "partial_write", (f"a write that failed after another succeeded: {tool} "
-                                     f"failed ({event}) after {', '.join(dict.fromkeys(earlier))} "
-                                     "succeeded")
-        return "write_failed", f"a write failed: {tool} ({event})"
+    move, event = events[i], events[i].event or "?"
+    before = events[i - 1] if i else move
+    if before.kind == "decision":
+        return _decided(before)
+    if before.kind == "tool" and before.step == move.step:
+        return _after_tool(events[:i - 1], before, event, writes)
     return "model_event", _words(event)
+
+
+def _decided(decision: Event) -> tuple[HandoverCause, str]:
+    """A person's decision (or an expiry) fired the event."""
+    if decision.detail.get("decision") == "expired":
+        return "expired", "expired: nobody decided in time"
+    who = decision.reviewer or "a person"
+    return "person", f"a person's decision: {who} {decision.detail.get('decision', 'decided')}"
+
+
+def _after_tool(earlier: list[Event], call: Event, event: str,
+                writes: Collection[str]) -> tuple[HandoverCause, str]:
+    """A tool's result fired ``event``: a transfer, or a failed write (after others that
+    succeeded in ``earlier``, or not)."""
+    tool = call.tool or "?"
+    if not _wrote(call, writes):
+        return "transferred", f"transferred by the model ({tool})"
+    done = [e.tool or "?" for e in earlier if _wrote(e, writes) and not e.detail.get("error")]
+    if done:
+        return "partial_write", (f"a write that failed after another succeeded: {tool} "
+                                 f"failed ({event}) after {', '.join(dict.fromkeys(done))} "
+                                 "succeeded")
+    return "write_failed", f"a write failed: {tool} ({event})"
 
 
 def cause_of(events: list[Event], writes: Collection[str]) -> tuple[HandoverCause, str]:
