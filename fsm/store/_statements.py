@@ -168,17 +168,33 @@ def commit_writes(st: Statements, c: StepCommit, new: RunState, events: list[Cha
     as it is written; ``events``: the commit's events chained after ``head``; ``sig``: the
     signature of the new head; ``stale``: the error when the run row is no longer at
     ``c.expected_version`` (or ``owner`` lost its lease)."""
-    run_id = new.run_id
+    out = [_run_write(st, c, new, events, head, owner, sig, stale)]
+    if c.moves_definition:
+        out.append(_one(st.move_definition, (new.definition_hash, new.run_id)))
+    _log_and_view(st, c, new, events, out)
+    _approvals(st, c, out)
+    _conversation(st, c, new, out)
+    _attached(st, c, out)
+    return out
+
+
+def _run_write(st: Statements, c: StepCommit, new: RunState, events: list[ChainedEvent],
+               head: Head, owner: str | None, sig: str | None,
+               stale: Callable[[Any], Exception]) -> Write:
+    """The run row's update, fenced by its version (and ``owner``'s lease)."""
     count = head.log_count + len(events)
     last = events[-1].hash if events else head.log_head
     changed = new.status != head.status
     snapshot = c.snapshot
-    out: list[Write] = [(st.update_run[changed, owner is not None], (
+    return (st.update_run[changed, owner is not None], (
         *((new.status,) if changed else ()), new.version, snapshot,
-        *((jsonb_copy(snapshot),) if st.run_doc else ()), new.updated_at, count, last, sig, run_id,
-        c.expected_version, *(() if owner is None else (owner,))), False, stale)]
-    if c.moves_definition:
-        out.append(_one(st.move_definition, (new.definition_hash, run_id)))
+        *((jsonb_copy(snapshot),) if st.run_doc else ()), new.updated_at, count, last, sig,
+        new.run_id, c.expected_version, *(() if owner is None else (owner,))), False, stale)
+
+
+def _log_and_view(st: Statements, c: StepCommit, new: RunState, events: list[ChainedEvent],
+                  out: list[Write]) -> None:
+    """The step's events, messages, view and finished effects."""
     if events:
         out.append(_many(st.insert_event, [e.row(EVENT_COLUMNS) for e in events]))
     if c.messages:
@@ -186,16 +202,18 @@ def commit_writes(st: Statements, c: StepCommit, new: RunState, events: list[Cha
         # the messages its steps wrote, and nothing reads past that count): the step's
         # message takes its place, and the run stays writable.
         base = new.message_count - len(c.messages)
-        out.append(_many(st.upsert_message, [(run_id, base + i, body) for i, body
+        out.append(_many(st.upsert_message, [(new.run_id, base + i, body) for i, body
                                              in enumerate(c.message_bodies)]))
     if c.view is not None:
-        out.append(_one(st.upsert_view, (run_id, c.view.step, c.view_body)))
+        out.append(_one(st.upsert_view, (new.run_id, c.view.step, c.view_body)))
     for key, (result, error) in c.effects_done.items():
         text = canonical(result)
         out.append(_one(st.effect_done, (text, *st.documented(st.result_doc, text), error,
                                          new.updated_at, key)))
-    _approvals(st, c, out)
-    _conversation(st, c, new, out)
+
+
+def _attached(st: Statements, c: StepCommit, out: list[Write]) -> None:
+    """The step's artifacts, its notifications to send, and its rows of the desk."""
     for sha, content in c.artifacts.items():
         out.append(_one(st.insert_artifact, (sha, content, len(content))))
     if c.new_approval is not None or c.decision is not None:
@@ -204,7 +222,6 @@ def commit_writes(st: Statements, c: StepCommit, new: RunState, events: list[Cha
             out.append(_many(sql, rows))
     if c.handover is not None or c.subject is not None:
         out.extend(_one(sql, args) for sql, args in desk_writes(c, st.dialect.mark))
-    return out
 
 
 def _approvals(st: Statements, c: StepCommit, out: list[Write]) -> None:
