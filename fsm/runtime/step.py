@@ -397,21 +397,38 @@ class Step:
         """Run a validated call; writes are claimed first and replayed, never repeated."""
         tool = self.ctx.spec.tools[tool_name]
         args_dict = args.model_dump(mode="json")
-        confirmed: dict[str, Any] = {}
-        if tool.confirmed_by is not None:
-            confirmed, refused = conversation_writes.use_confirmation(self, tool, args_dict,
-                                                                      existing)
-            if refused:
-                return
-        if tool.write:
-            assert key is not None
-            if self._claimed_before(tool, args, key, existing, confirmed):
-                return
+        confirmed = self._to_call(tool, args, args_dict, key, existing)
+        if confirmed is None:
+            return
         ctx = ToolContext(run_id=self.run.run_id, user=self.run.user, step=self.step,
                           facts=MappingProxyType(self.run.facts),
                           key=key if tool.write else None,
                           resources=self.ctx.resources)
         result, error, partly = self._call(tool, args, ctx, args_dict, key)
+        self._settle(tool_name, tool, args, args_dict, key, confirmed, result, error, partly)
+
+    def _to_call(self, tool: ToolSpec, args: BaseModel, args_dict: dict[str, Any],
+                 key: str | None, existing: Effect | None) -> dict[str, Any] | None:
+        """What the log says of the customer's confirmation of a call that is to run now;
+        ``None`` when it is not to run (a confirmation refused, or a write claimed before,
+        whose recorded outcome the step has taken instead)."""
+        confirmed: dict[str, Any] = {}
+        if tool.confirmed_by is not None:
+            confirmed, refused = conversation_writes.use_confirmation(self, tool, args_dict,
+                                                                      existing)
+            if refused:
+                return None
+        if tool.write:
+            assert key is not None
+            if self._claimed_before(tool, args, key, existing, confirmed):
+                return None
+        return confirmed
+
+    def _settle(self, tool_name: str, tool: ToolSpec, args: BaseModel,
+                args_dict: dict[str, Any], key: str | None, confirmed: dict[str, Any],
+                result: Any, error: str | None, partly: bool) -> None:
+        """Record a call that ran (or failed) and give the model its outcome; a write in
+        doubt hands the run over."""
         ran = error is None
         recorded, text, error = _recorded(tool_name, result, error)
         if tool.write and key is not None:
