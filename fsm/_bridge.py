@@ -9,15 +9,17 @@ SQLAlchemy's asyncio support works the same way.
 
 Outside a bridged greenlet nothing changes: :func:`bridged` is false, and the store uses
 its synchronous driver. Work that would hold the loop (a tool's call) goes to an executor
-through :func:`blocking`.
+through :func:`blocking`; :func:`called` also awaits what an ``async def`` tool returns,
+on the loop that drives the run (:func:`driven_from`) when there is one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 from collections.abc import Awaitable, Callable, Iterator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -26,9 +28,13 @@ try:
 except ImportError:  # pragma: no cover - installed with fsm[postgres]
     greenlet = None  # type: ignore[assignment]
 
-__all__ = ["await_", "blocking", "bridged", "entered", "run_bridged"]
+__all__ = ["await_", "blocking", "bridged", "called", "driven_from", "entered", "run_bridged"]
 
 T = TypeVar("T")
+
+#: The event loop that drives this code's run from its threads (see :func:`driven_from`).
+_DRIVING_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = \
+    contextvars.ContextVar("fsm_driving_loop", default=None)
 
 if greenlet is not None:
     class _Bridged(greenlet.greenlet):  # type: ignore[misc]
@@ -99,3 +105,54 @@ async def run_bridged(executor: Executor | None, fn: Callable[..., T], *args: An
             asked = child.switch(answer)
     return asked  # type: ignore[no-any-return]
 
+
+def driven_from(loop: asyncio.AbstractEventLoop) -> None:
+    """Say, in this context, that ``loop`` drives the run: an async tool called from one of
+    its threads is awaited there (see :func:`called`)."""
+    _DRIVING_LOOP.set(loop)
+
+
+def called(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` as a step calls a tool, and what it returns awaited when it is
+    awaitable (an ``async def`` tool):
+
+    - in a bridged greenlet, awaited by its loop (an async tool is called there too; a
+      synchronous one in the executor, see :func:`blocking`);
+    - in a thread of a run that an event loop drives (:func:`driven_from`), awaited on
+      that loop, this thread waiting for it;
+    - anywhere else (the synchronous engine), in an event loop of its own, in a thread of
+      its own when this thread runs a loop already.
+    """
+    if bridged() and _is_async(fn):
+        return await_(fn(*args))
+    value = blocking(fn, *args)
+    if not inspect.isawaitable(value):
+        return value
+    if bridged():
+        return await_(value)
+    loop = _DRIVING_LOOP.get()
+    if loop is not None and loop.is_running() and not _runs_here(loop):
+        return asyncio.run_coroutine_threadsafe(_awaited(value), loop).result()
+    if _runs_here(None):
+        with ThreadPoolExecutor(1, thread_name_prefix="fsm-async-tool") as alone:
+            return alone.submit(contextvars.copy_context().run, asyncio.run,
+                                _awaited(value)).result()
+    return asyncio.run(_awaited(value))
+
+
+async def _awaited(value: Awaitable[T]) -> T:
+    return await value
+
+
+def _is_async(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None))  # noqa: B004 - a callable object's method
+
+
+def _runs_here(loop: asyncio.AbstractEventLoop | None) -> bool:
+    """Whether this thread runs ``loop`` (any loop, for ``None``) right now."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return loop is None or running is loop

@@ -26,7 +26,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
-from fsm._bridge import run_bridged
+from fsm._bridge import driven_from, run_bridged
 from fsm.records import RunState
 
 R = TypeVar("R")
@@ -156,6 +156,7 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
     # its steps: what a resumption sets (the current span of a model call that the next
     # resumption ends) is there in the next, whichever thread or greenlet runs it.
     context = contextvars.copy_context()
+    context.run(driven_from, asyncio.get_running_loop())  # an async tool is awaited here
     try:
         while True:
             if on_loop and admit is not None:

@@ -16,7 +16,7 @@ from typing import Any, assert_never
 
 from pydantic import BaseModel
 
-from fsm._bridge import blocking
+from fsm._bridge import called
 from fsm.definition.machine import machine_for
 from fsm.definition.spec import ADVANCE
 from fsm.definition.tools import ToolContext, ToolSpec
@@ -452,7 +452,7 @@ class Step:
         and whether the tool said it partly applied (:class:`~fsm.errors.PartlyApplied`)."""
         call = self._before_tool(tool, args_dict, key)
         try:
-            result = blocking(tool.fn, args, ctx)
+            result = called(tool.fn, args, ctx)
         except Exception as exc:
             error = describe(exc)
             self._after_tool(call, error)
