@@ -20,7 +20,7 @@ from fsm.definition.spec import WorkflowSpec
 from fsm.errors import BundleError, RunNotFound
 from fsm.records import utc
 from fsm.signing import Keys
-from fsm.store.base import Store
+from fsm.store.roles import Evidence, RunReads
 
 #: ``run -> the workflow it ran on`` (``None``: it cannot be loaded here).
 SpecOf = Callable[[Any], WorkflowSpec | None]
@@ -30,7 +30,7 @@ def _jsonl(rows: Iterable[Any]) -> bytes:
     return "".join(canonical(r) + "\n" for r in rows).encode()
 
 
-def _run_files(store: Store, run_id: str, spec: WorkflowSpec | None,
+def _run_files(store: Evidence, run_id: str, spec: WorkflowSpec | None,
                dot_timeout: float) -> dict[str, bytes]:
     run = store.load_run(run_id)
     events = store.events(run_id)
@@ -84,7 +84,7 @@ def _definition_files(spec: WorkflowSpec) -> dict[str, bytes]:
     }
 
 
-def _signing_keys(store: Store) -> Keys:
+def _signing_keys(store: RunReads) -> Keys:
     keys = store.keys
     if keys.private is None or keys.current is None:
         raise BundleError("a bundle is signed with the deployment's key, and there is no "
@@ -98,7 +98,7 @@ def _signature(keys: Keys, data: bytes) -> str:
     return keys.private.sign(data).hex()
 
 
-def export(store: Store, run_ids: list[str], spec_of: SpecOf, *, now: float,
+def export(store: Evidence, run_ids: list[str], spec_of: SpecOf, *, now: float,
            by: str = "", dot_timeout: float = DOT_TIMEOUT) -> bytes:
     """The bundle of ``run_ids`` as the bytes of a zip file (its diagrams drawn by
     Graphviz within ``dot_timeout`` seconds each)."""

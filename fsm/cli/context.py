@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from fsm.records import Event, RunState
     from fsm.runtime.engine import Engine
     from fsm.store import Store
+    from fsm.store.roles import RunReads
 
 
 #: The longest wait for one model reply that ``--timeout`` accepts: a day.
@@ -72,7 +73,7 @@ def fmt_time(t: float | None) -> str:
     return utc(t)
 
 
-def workflow_ref(store: Store, run: RunState, events: list[Event] | None = None) -> str:
+def workflow_ref(store: RunReads, run: RunState, events: list[Event] | None = None) -> str:
     """How the run's workflow was named when it started (registered name or module:attr),
     from its log (``events``, when the caller has read it already)."""
     from fsm.records import started_as
@@ -80,7 +81,7 @@ def workflow_ref(store: Store, run: RunState, events: list[Event] | None = None)
     return started_as(store.events(run.run_id) if events is None else events, run.workflow)
 
 
-def spec_for_run(store: Store, run: RunState, events: list[Event] | None = None) -> WorkflowSpec:
+def spec_for_run(store: RunReads, run: RunState, events: list[Event] | None = None) -> WorkflowSpec:
     """The run's workflow as its code defines it now (with the versions it keeps)."""
     from fsm.definition.registry import load_workflow
 
@@ -124,7 +125,7 @@ def check_model_flags(flags: ModelFlags) -> None:
                          f"{flags.server!r}")
 
 
-def version_for_run(store: Store, run: RunState,
+def version_for_run(store: RunReads, run: RunState,
                     events: list[Event] | None = None) -> WorkflowSpec:
     """The version of its workflow the run lives on, when the code keeps it (else the
     current one): what to show the run's steps with."""
@@ -228,7 +229,7 @@ def engine_for_run(store: Store, run_id: str, *, policy: str | None = None,
     return engine, (record if override else None)
 
 
-def path_of(store: Store, run_id: str, events: list[Event] | None = None) -> list[str]:
+def path_of(store: RunReads, run_id: str, events: list[Event] | None = None) -> list[str]:
     """The states a run went through, in order (from ``events``, when already read)."""
     from fsm.records import state_path
 

@@ -13,7 +13,7 @@ from .context import fmt_time, reader_for
 
 if TYPE_CHECKING:
     from fsm.definition.spec import WorkflowSpec
-    from fsm.store import Store
+    from fsm.store.roles import RunReads, Versions
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
@@ -50,7 +50,7 @@ def _pins(servers: dict[str, str]) -> str:
     return ", ".join(f"{name} {tools}" for name, tools in sorted(servers.items())) or "—"
 
 
-def definition_rows(store: Store, workflow: str | None) -> list[dict[str, Any]]:
+def definition_rows(store: Versions, workflow: str | None) -> list[dict[str, Any]]:
     """One row per definition: the recorded ones in the order first seen, then any that
     runs name but no record holds (runs started before stores kept definitions)."""
     counts: dict[str, dict[str, int]] = {}
@@ -76,7 +76,7 @@ def definition_rows(store: Store, workflow: str | None) -> list[dict[str, Any]]:
     return rows
 
 
-def _in_code(store: Store, row: dict[str, Any], codes: dict[str, WorkflowSpec | None],
+def _in_code(store: RunReads, row: dict[str, Any], codes: dict[str, WorkflowSpec | None],
              sample: str | None) -> str:
     """``current``, ``kept`` (an earlier version the code keeps), ``no``, or ``?`` when the
     workflow does not import here."""
@@ -185,7 +185,7 @@ def migrate_cmd(
         raise typer.Exit(1)
 
 
-def _workflow(store: Store, workflow: str | None, runs: list[str]) -> WorkflowSpec:
+def _workflow(store: RunReads, workflow: str | None, runs: list[str]) -> WorkflowSpec:
     from fsm.definition.registry import load_workflow
 
     from .context import spec_for_run

@@ -17,7 +17,7 @@ from .context import clock, reader_for, store_for, workflow_ref
 if TYPE_CHECKING:
     from fsm.definition.spec import WorkflowSpec
     from fsm.records import RunState
-    from fsm.store import Store
+    from fsm.store.roles import RunReads
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 
@@ -33,7 +33,7 @@ def _who(by: str | None, what: str) -> str:
         raise UsageError("cannot tell who you are: give --by NAME") from None
 
 
-def _spec_of(store: Store) -> Any:
+def _spec_of(store: RunReads) -> Any:
     from fsm.definition.registry import load_workflow
     from fsm.errors import FSMError
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from fsm.definition.presentation import Presentation
     from fsm.records import RunState
     from fsm.store import Store
+    from fsm.store.roles import Approvals, Requests, RunReads
 
 DbOpt = typer.Option(None, "--db", help=DB_HELP)
 TimeoutOpt = typer.Option(None, "--timeout", help="seconds to wait for each model reply "
@@ -62,14 +63,14 @@ EventOpt = typer.Option(
 NoDriveOpt = typer.Option(False, "--no-drive",
                           help="only record the decision; a worker (fsm worker) continues the run")
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
-def finish(store: Store, run: RunState, as_json: bool,
+def finish(store: RunReads, run: RunState, as_json: bool,
            extra: dict[str, Any] | None = None, lines: list[str] | None = None) -> None:
     """Report the run, then exit with the code of its status (see ``fsm --help``)."""
     report(store, run, as_json, extra, lines)
     raise typer.Exit(exits.for_status(run.status))
 
 
-def report(store: Store, run: RunState, as_json: bool, extra: dict[str, Any] | None = None,
+def report(store: RunReads, run: RunState, as_json: bool, extra: dict[str, Any] | None = None,
            lines: list[str] | None = None) -> None:
     """Print the run id, the state path and the final status (``extra``: more JSON fields;
     ``lines``: more lines of text, printed first)."""
@@ -175,7 +176,7 @@ def run_cmd(
 
 
 @contextmanager
-def interruptible(store: Store, run_id: str) -> Iterator[None]:
+def interruptible(store: RunReads, run_id: str) -> Iterator[None]:
     """Ctrl-C while a run is driven: one line on what became of the run, exit 130. Every
     step commits whole or not at all, so the run stops at its last committed step."""
     try:
@@ -185,7 +186,7 @@ def interruptible(store: Store, run_id: str) -> Iterator[None]:
         raise typer.Exit(exits.INTERRUPTED) from None
 
 
-def _left(store: Store, run_id: str) -> str:
+def _left(store: RunReads, run_id: str) -> str:
     try:
         status = store.load_run(run_id).status
     except Exception:  # the interrupt may have come before the run existed, or mid-read
@@ -199,7 +200,7 @@ def _left(store: Store, run_id: str) -> str:
     return f"run {run_id} stopped as {status}"
 
 
-def _exists(store: Store, run_id: str) -> bool:
+def _exists(store: RunReads, run_id: str) -> bool:
     from fsm.errors import RunNotFound
 
     try:
@@ -469,7 +470,7 @@ def _sweep(store: Store, problems: list[str], damaged: list[Any]) -> list[dict[s
     return touched
 
 
-def _due_by_workflow(store: Store, damaged: list[Any], problems: list[str]) -> list[RunState]:
+def _due_by_workflow(store: Requests, damaged: list[Any], problems: list[str]) -> list[RunState]:
     """One run of each workflow with an expired approval or a run waiting for its customer
     (its engine sweeps them all)."""
     from fsm.errors import FSMError, RowDamaged
@@ -501,7 +502,7 @@ def _due_by_workflow(store: Store, damaged: list[Any], problems: list[str]) -> l
     return list(by_workflow.values())
 
 
-def _decided_row(store: Store, run: RunState, damaged: list[Any]) -> bool:
+def _decided_row(store: Approvals, run: RunState, damaged: list[Any]) -> bool:
     """Whether the approval row ``run`` waits on says it was decided."""
     from fsm.errors import RowDamaged
 

@@ -41,7 +41,7 @@ from fsm.migration.plan import (
 from fsm.records import FINAL_STATUSES, Event, RunState
 from fsm.runtime.migrating import move_run
 from fsm.store.base import Store
-from fsm.store.roles import Definitions, Effects
+from fsm.store.roles import Definitions, Effects, Migrations, Versions
 
 __all__ = ["WAIT_KINDS", "Migration", "Plan", "RunVerdict", "WaitKind", "migrate",
            "parse_map", "plan_migration", "run_waits_for", "state_waits_for",
@@ -82,7 +82,7 @@ def target_of(workflow: WorkflowSpec, to: str) -> WorkflowSpec:
     return found
 
 
-def plan_migration(store: Store, workflow: WorkflowSpec, *, runs: Sequence[str] = (),
+def plan_migration(store: Migrations, workflow: WorkflowSpec, *, runs: Sequence[str] = (),
                    from_version: str | None = None, to: str = "current",
                    state_map: Mapping[str, str] | None = None,
                    by: str = "operator") -> Plan:
@@ -110,7 +110,7 @@ def unfinished_writes(store: Effects, runs: Sequence[RunState]) -> dict[str, str
     return out
 
 
-def _selected(store: Store, workflow: WorkflowSpec, runs: Sequence[str],
+def _selected(store: Versions, workflow: WorkflowSpec, runs: Sequence[str],
               from_version: str | None) -> list[tuple[RunState, list[Event]]]:
     if bool(runs) == (from_version is not None):
         raise UsageError("give the runs to migrate, or --workflow W --from VERSION (not both)")

@@ -18,12 +18,12 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from fsm.auditor.replay import replay
+from fsm.auditor.replay import Replayed, replay
 from fsm.definition.spec import WorkflowSpec
 from fsm.migration import unfinished_writes
 from fsm.migration.plan import call_problem, check_plan, run_waits_for, state_waits_for
 from fsm.records import FINAL_STATUSES, ApprovedCall, CallAwaitingApproval, RunState
-from fsm.store.base import Store
+from fsm.store.roles import Migrations, RunReads
 
 
 @dataclass
@@ -65,7 +65,7 @@ class HistoryReport:
         return out
 
 
-def select(store: Store, workflow: str, runs: Sequence[str] = (),
+def select(store: RunReads, workflow: str, runs: Sequence[str] = (),
            sample: int | None = None, seed: int = 0) -> list[RunState]:
     """``runs``, else every run of ``workflow`` (``sample``: that many of them, picked at
     random with ``seed``, the same ones every time)."""
@@ -78,7 +78,7 @@ def select(store: Store, workflow: str, runs: Sequence[str] = (),
     return found
 
 
-def check_history(store: Store, candidate: WorkflowSpec, *, runs: Sequence[str] = (),
+def check_history(store: Migrations, candidate: WorkflowSpec, *, runs: Sequence[str] = (),
                   sample: int | None = None, seed: int = 0,
                   state_map: Mapping[str, str] | None = None) -> HistoryReport:
     """Replay the selected runs against ``candidate``; nothing runs, nothing changes."""
@@ -98,7 +98,7 @@ def check_history(store: Store, candidate: WorkflowSpec, *, runs: Sequence[str] 
     return HistoryReport(candidate, out)
 
 
-def _in_flight(store: Store, candidate: WorkflowSpec, run: RunState,
+def _in_flight(store: Replayed, candidate: WorkflowSpec, run: RunState,
                names: Mapping[str, str], label: str) -> list[str]:
     """What the candidate does to a run that has not ended: where it waits, what it waits
     to have approved, and whether a migration with ``names`` would strand it."""

@@ -18,7 +18,7 @@ import yaml
 from fsm.errors import SuiteError
 from fsm.policy import PolicyFn
 from fsm.records import FINAL_STATUSES, STATUSES
-from fsm.store.base import Store
+from fsm.store.roles import Outcomes, RunReads
 
 __all__ = ["Case", "Expected", "Suite", "WriteWanted", "load_suite", "skipped_line",
            "suite_from_runs", "suite_yaml"]
@@ -297,7 +297,7 @@ def _writes(r: _Reader, node: yaml.Node | None, where: str) -> list[WriteWanted]
 
 # -- from stored runs ---------------------------------------------------------------------
 
-def suite_from_runs(store: Store, *, workflow: str | None = None, status: str | None = None,
+def suite_from_runs(store: Outcomes, *, workflow: str | None = None, status: str | None = None,
                     since: float | None = None, name: str = "from-runs") -> Suite:
     """A suite with one case per stored run (filtered) that finished and is no fork,
     expecting what happened: its final status, its writes with their arguments, and its
@@ -343,13 +343,13 @@ def skipped_line(skipped: dict[str, list[str]], matched: int, shown: int = 5) ->
     return f"skipped {sum(map(len, skipped.values()))} of {matched} runs: {'; '.join(parts)}"
 
 
-def _ref(store: Store, run_id: str) -> str:
+def _ref(store: RunReads, run_id: str) -> str:
     from fsm.records import started_as
 
     return started_as(store.events(run_id), store.load_run(run_id).workflow)
 
 
-def _case_of(store: Store, run_id: str) -> Case:
+def _case_of(store: Outcomes, run_id: str) -> Case:
     run = store.load_run(run_id)
     messages = store.messages(run_id, 0, 1)
     writes = [WriteWanted(e.tool, dict(e.args)) for e in sorted(

@@ -446,3 +446,42 @@ class Roles:
     conversations: Conversations
     desk: Desk
     leases: Leases
+
+
+# Bundles of roles, each what one kind of reader takes: each spans several objects of
+# ``store.roles``, so only a whole store answers it.
+__all__ += ["Handovers", "Migrations", "Outbox", "Outcomes", "Pages", "Requests", "Versions"]
+
+
+class Requests(RunReads, Approvals, Protocol):
+    """Runs and the requests for a person's decision on them: what checks a request
+    before it is decided, and what finds the runs due a sweep."""
+
+
+class Outbox(RunReads, Approvals, Desk, People, Protocol):
+    """The notification outbox and what each of its rows is about (a run, and its
+    approval or its handover): what delivers the notifications."""
+
+
+class Handovers(RunReads, Desk, Protocol):
+    """Runs and their handovers: what a handover's page reads."""
+
+
+class Pages(Evidence, Inbox, Protocol):
+    """Every row a run left, and the inbox's pages: what the inbox's list of requests
+    reads (no commit, no lease)."""
+
+
+class Versions(RunReads, Definitions, Protocol):
+    """Runs and the definitions they live on: what lists the versions and picks the runs
+    of one."""
+
+
+class Migrations(Versions, Effects, Protocol):
+    """Runs, their definitions and the claims of their writes: what plans a migration,
+    and what checks a candidate definition against stored runs (neither writes)."""
+
+
+class Outcomes(RunReads, Effects, Approvals, Conversations, Protocol):
+    """What a run left of its own: its row, log and transcript, its writes, its
+    decisions and its customer's replies (what a suite built from runs reads)."""

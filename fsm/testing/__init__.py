@@ -27,7 +27,7 @@ from fsm.definition.tools import ToolContext, ToolSpec
 from fsm.errors import ScriptExhausted
 from fsm.policy import Action, View
 from fsm.records import state_path as records_state_path
-from fsm.store.base import Store
+from fsm.store.roles import RunReads
 
 __all__ = [
     "JUNK_OUTPUTS",
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 
-def state_path(store: Store, run_id: str) -> list[str]:
+def state_path(store: RunReads, run_id: str) -> list[str]:
     """The workflow states a run went through, from its event log (initial state first)."""
     return records_state_path(store.events(run_id))
 
@@ -68,7 +68,7 @@ class ToolSpy:
     tests compare with ``TOOLS_BY_STATE`` independently of the event log.
     """
 
-    def __init__(self, spec: WorkflowSpec, store: Store) -> None:
+    def __init__(self, spec: WorkflowSpec, store: RunReads) -> None:
         self.store = store
         self.calls: list[ToolCall] = []
         tools = {name: self._wrap(t) for name, t in spec.tools.items()}

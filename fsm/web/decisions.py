@@ -47,6 +47,7 @@ from fsm.runtime.review import row_problem, waiting_on
 from fsm.settings import Settings
 from fsm.store.base import Store
 from fsm.store.people import Account
+from fsm.store.roles import Requests, RunReads
 from fsm.web.forms import clip
 
 log = logging.getLogger("fsm.web")
@@ -54,7 +55,7 @@ log = logging.getLogger("fsm.web")
 
 # -- the workflow of a run, and what its pause asks ---------------------------------------
 
-def workflow_ref(store: Store, run: RunState) -> str:
+def workflow_ref(store: RunReads, run: RunState) -> str:
     """How the run's workflow was named when it started (as ``fsm run`` records it)."""
     return started_as(store.events(run.run_id), run.workflow)
 
@@ -80,7 +81,7 @@ class Workflows:
         self._policy_problems: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
-    def spec(self, store: Store, run: RunState) -> WorkflowSpec | None:
+    def spec(self, store: RunReads, run: RunState) -> WorkflowSpec | None:
         with self._lock:
             if run.workflow not in self._specs:
                 ref = workflow_ref(store, run)
@@ -100,7 +101,7 @@ class Workflows:
         why = self._spec_problems.get(run.workflow, "it cannot be loaded")
         return f"workflow {run.workflow!r} cannot be loaded by this server ({why})"
 
-    def problem(self, store: Store, run: RunState) -> str | None:
+    def problem(self, store: RunReads, run: RunState) -> str | None:
         """Why a decision on ``run`` cannot be carried out by this server (its workflow, or
         the policy it recorded, cannot be loaded here), or ``None``."""
         spec = self.spec(store, run)
@@ -319,7 +320,7 @@ class Understood:
     unit: str
 
 
-def understood(store: Store, workflows: Workflows, account: Account, approval_id: str,
+def understood(store: Requests, workflows: Workflows, account: Account, approval_id: str,
                amount: str, note: str) -> Understood | None:
     """The lower amount a reviewer typed, as it would be approved (checked as a decision
     checks it), or ``None`` when none was typed; nothing is decided."""

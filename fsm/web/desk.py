@@ -19,7 +19,7 @@ from fsm.runtime.engine import Engine
 from fsm.store.base import Store
 from fsm.store.desk import Queue
 from fsm.store.people import Account
-from fsm.store.roles import Desk
+from fsm.store.roles import Desk, Handovers
 from fsm.web.decisions import Workflows, iso, own_version
 from fsm.web.forms import clip
 from fsm.web.pages import Diagrams, Pager, age
@@ -68,7 +68,7 @@ class HandoverPage:
     history: list[Handover] = field(default_factory=list)
 
 
-def handover_page(store: Store, workflows: Workflows, diagrams: Diagrams, handover_id: str,
+def handover_page(store: Handovers, workflows: Workflows, diagrams: Diagrams, handover_id: str,
                   now: float) -> HandoverPage | None:
     row = store.handover(handover_id)
     if row is None:

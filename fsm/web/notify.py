@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fsm.errors import NotifyError, RunNotFound
-from fsm.store.base import Store
 from fsm.store.people import Notification
+from fsm.store.roles import Outbox
 from fsm.web.decisions import Workflows, describe
 from fsm.web.webhooks import headers, secret_keys
 
@@ -76,7 +76,7 @@ def _line(exc: BaseException) -> str:
 
 
 class Notifier:
-    def __init__(self, store: Store, *, urls: list[str] | None = None, secret: str | None = None,
+    def __init__(self, store: Outbox, *, urls: list[str] | None = None, secret: str | None = None,
                  public_url: str = "", workflows: Workflows | None = None,
                  clock: Callable[[], float] = time.time, max_attempts: int = 8,
                  base_delay: float = 2.0, max_delay: float = 300.0, timeout: float = 5.0,

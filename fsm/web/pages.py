@@ -29,7 +29,8 @@ from fsm.records.transcript import Message, read_all
 from fsm.runtime.review import row_problem, row_subject, waiting_on
 from fsm.store.base import Store
 from fsm.store.people import Notification
-from fsm.web.conversation import Said, asked, conversation
+from fsm.store.roles import Evidence, Pages, People
+from fsm.web.conversation import Said, Talked, asked, conversation
 from fsm.web.decisions import (
     Ask,
     Workflows,
@@ -119,7 +120,7 @@ def _delivery(notes: list[Notification]) -> str:
     return n.status
 
 
-def inbox(store: Store, workflows: Workflows, now: float, workflow: str | None,
+def inbox(store: Pages, workflows: Workflows, now: float, workflow: str | None,
           page: int, skipped: list[str] | None = None) -> tuple[list[InboxRow], Pager]:
     """A page of the approvals runs wait on. A row that cannot be read, or a pending
     approval its run does not wait on, is left out and said in ``skipped``."""
@@ -297,7 +298,7 @@ def granted(spec: WorkflowSpec | None, run: RunState, approval: Approval) -> Ask
     return describe(spec, run, approval.model_copy(update={"args": approval.approved_args}))
 
 
-def approval_page(store: Store, workflows: Workflows, diagrams: Diagrams, approval: Approval,
+def approval_page(store: Evidence, workflows: Workflows, diagrams: Diagrams, approval: Approval,
                   now: float, limit: int | None) -> ApprovalPage:
     run = store.load_run(approval.run_id)
     spec = workflows.spec(store, run)
@@ -391,7 +392,7 @@ class RunPage:
     unchained: int = 0
 
 
-def _refusals(store: Store, run_id: str) -> dict[str, Any]:
+def _refusals(store: People, run_id: str) -> dict[str, Any]:
     covered, uncovered = chained(store, run_id)
     return {"refusals": covered, "unchained": len(uncovered)}
 
@@ -418,7 +419,7 @@ def run_page(store: Store, workflows: Workflows, diagrams: Diagrams, run_id: str
     )
 
 
-def _conversation(store: Store, spec: WorkflowSpec | None, run: RunState,
+def _conversation(store: Talked, spec: WorkflowSpec | None, run: RunState,
                   events: list[Event]) -> dict[str, Any]:
     """The run page's conversation fields; none for a workflow that never talks."""
     if spec is not None and not spec.converses:
