@@ -59,8 +59,9 @@ from fsm.store.lease import Claimed, Lease
 from fsm.store.page import Page
 from fsm.store.people import Account, Notification, Refusal
 
-__all__ = ["Approvals", "Conversations", "Definitions", "Desk", "Effects", "Inbox",
-           "Evidence", "InboxRows", "Leases", "People", "Roles", "RunReads", "Runs"]
+__all__ = ["Approvals", "Conversations", "Definitions", "Desk", "Effects", "Evidence",
+           "Handovers", "Inbox", "InboxRows", "Leases", "Migrations", "Outbox", "Outcomes",
+           "Pages", "People", "Requests", "Roles", "RunReads", "Runs", "Versions"]
 
 
 class RunReads(Protocol):
@@ -450,9 +451,6 @@ class Roles:
 
 # Bundles of roles, each what one kind of reader takes: each spans several objects of
 # ``store.roles``, so only a whole store answers it.
-__all__ += ["Handovers", "Migrations", "Outbox", "Outcomes", "Pages", "Requests", "Versions"]
-
-
 class Requests(RunReads, Approvals, Protocol):
     """Runs and the requests for a person's decision on them: what checks a request
     before it is decided, and what finds the runs due a sweep."""

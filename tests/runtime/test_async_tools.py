@@ -14,8 +14,16 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from fsm import ADVANCE, Action, AsyncEngine, Engine, SQLiteStore, ToolContext, ToolSpec
-from fsm import define_workflow
+from fsm import (
+    ADVANCE,
+    Action,
+    AsyncEngine,
+    Engine,
+    SQLiteStore,
+    ToolContext,
+    ToolSpec,
+    define_workflow,
+)
 from fsm.store.base import Store
 from fsm.store.postgres import PostgresStore
 
