@@ -65,7 +65,7 @@ from fsm.runtime.retry import Retry
 from fsm.settings import Settings
 from fsm.store.base import Claimed, Lease, Store
 from fsm.store.lease import lease_expired, new_owner
-from fsm.store.roles import RunReads
+from fsm.store.roles import Fleet, RunReads
 
 Clock = Callable[[], float]
 
@@ -597,7 +597,7 @@ def _policy(ref: str, spec: WorkflowSpec, name: str | None, start: dict[str, Any
     return found
 
 
-def fleet_stats(store: Store, now: float,
+def fleet_stats(store: Fleet, now: float,
                 damaged: list[RowDamaged] | None = None) -> dict[str, Any]:
     """What the database says about the fleet: runs by status, leased, runnable, waiting.
 

@@ -73,6 +73,7 @@ from fsm.runtime.swept import Swept
 from fsm.runtime.view import Schemas, render
 from fsm.store.base import Store
 from fsm.store.lease import new_owner
+from fsm.store.roles import RunReads
 
 
 class _Bound(NamedTuple):
@@ -795,7 +796,7 @@ def _spent(before: RunState, after: RunState) -> Usage:
                  cost_micros=b.cost_micros - a.cost_micros, calls=0)
 
 
-def _path(store: Store, run_id: str) -> list[tuple[str, str]]:
+def _path(store: RunReads, run_id: str) -> list[tuple[str, str]]:
     """``(event, state after)`` for every transition of a run so far."""
     return [(e.event or "", e.state_after or "") for e in store.events(run_id)
             if e.kind == "transition"]

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fsm.records import Handover
-from fsm.store.base import Store
 from fsm.store.database import Role
 from fsm.store.desk import (
     HANDOVER_COLUMNS,
@@ -40,6 +39,7 @@ from fsm.store.desk import (
     handover_from,
     queue_where,
 )
+from fsm.store.roles import Desk
 
 __all__ = ["PRUNABLE", "RUN_TABLES", "Cut", "Pruned", "SQLDesk", "kept_for_forks", "prune"]
 
@@ -187,7 +187,7 @@ class SQLDesk(Role):
         return stones
 
 
-def _batches(store: Store, cut: Cut, now: float, by: str, size: int,
+def _batches(store: Desk, cut: Cut, now: float, by: str, size: int,
              pause: float) -> Iterator[list[Tombstone]]:
     while True:
         stones = store.prune_batch(cut, now=now, by=by, limit=size)
@@ -198,7 +198,7 @@ def _batches(store: Store, cut: Cut, now: float, by: str, size: int,
             time.sleep(pause)  # let waiting writers in between batches
 
 
-def prune(store: Store, *, before: float, workflow: str | None = None,
+def prune(store: Desk, *, before: float, workflow: str | None = None,
           statuses: tuple[str, ...] = PRUNABLE, dry_run: bool = False, by: str, now: float,
           batch: int = 500, pause: float = 0.01) -> Pruned:
     """Prune the finished runs ``before`` a time (see the module); ``dry_run`` counts."""

@@ -61,7 +61,7 @@ from fsm.store.people import Account, Notification, Refusal
 
 __all__ = ["Approvals", "Conversations", "Definitions", "Desk", "Effects", "Evidence",
            "Handovers", "Inbox", "InboxRows", "Leases", "Migrations", "Outbox", "Outcomes",
-           "Pages", "People", "Requests", "Roles", "RunReads", "Runs", "Versions"]
+           "Fleet", "Pages", "People", "Requests", "Roles", "RunReads", "Runs", "Versions"]
 
 
 class RunReads(Protocol):
@@ -478,6 +478,11 @@ class Versions(RunReads, Definitions, Protocol):
 class Migrations(Versions, Effects, Protocol):
     """Runs, their definitions and the claims of their writes: what plans a migration,
     and what checks a candidate definition against stored runs (neither writes)."""
+
+
+class Fleet(RunReads, Approvals, Leases, Protocol):
+    """Runs, the requests they wait on and their leases: what counts the fleet's runs
+    by status, in flight and runnable."""
 
 
 class Outcomes(RunReads, Effects, Approvals, Conversations, Protocol):
