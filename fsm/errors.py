@@ -29,6 +29,7 @@
     ├── BundleError                  an evidence bundle that cannot be written or read
     ├── MigrationRefused             a migration plan with problems: nothing was changed
     ├── SuiteError                   an evaluation suite that cannot be read: nothing ran
+    ├── EngineClosed                 an AsyncEngine asked to drive runs after its aclose()
     └── RunError                     something about one run, at run time
         ├── RunNotFound
         │   └── RunPruned            a run a prune deleted: only its tombstone is left
