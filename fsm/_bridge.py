@@ -40,13 +40,13 @@ if greenlet is not None:
     class _Bridged(greenlet.greenlet):  # type: ignore[misc]
         """A greenlet whose synchronous function may await (see :func:`await_`)."""
 
-        def __init__(self, fn: Callable[..., Any], driver: Any,
-                     executor: Executor | None) -> None:
+        def __init__(self, fn: Callable[..., Any], driver: Any, executor: Executor | None,
+                     context: contextvars.Context | None) -> None:
             super().__init__(fn, driver)
             self.executor = executor
-            # The same context variables as the task that drives it (a new greenlet
-            # would otherwise start with none).
-            self.gr_context = driver.gr_context
+            # The context variables it is given, else those of the task that drives it
+            # (a new greenlet would otherwise start with none).
+            self.gr_context = context if context is not None else driver.gr_context
 
 
 def bridged() -> bool:
@@ -88,13 +88,16 @@ def blocking(fn: Callable[..., T], *args: Any) -> T:
     return await_(asyncio.wrap_future(current.executor.submit(context.run, fn, *args)))
 
 
-async def run_bridged(executor: Executor | None, fn: Callable[..., T], *args: Any) -> T:
+async def run_bridged(executor: Executor | None, fn: Callable[..., T], *args: Any,
+                      context: contextvars.Context | None = None) -> T:
     """``fn(*args)`` run in a bridged greenlet on this loop's thread: each awaitable it
-    hands up is awaited here. ``executor`` runs what it calls through :func:`blocking`."""
+    hands up is awaited here. ``executor`` runs what it calls through :func:`blocking`.
+    The greenlet runs in ``context`` (not a copy: what it sets stays there), else in the
+    calling task's."""
     if greenlet is None:  # pragma: no cover - installed with fsm[postgres]
         raise RuntimeError("running synchronous code on the event loop needs greenlet "
                            "(pip install 'fsm[postgres]')")
-    child = _Bridged(fn, greenlet.getcurrent(), executor)
+    child = _Bridged(fn, greenlet.getcurrent(), executor, context)
     asked = child.switch(*args)
     while not child.dead:
         try:
@@ -119,7 +122,8 @@ def called(fn: Callable[..., Any], *args: Any) -> Any:
     - in a bridged greenlet, awaited by its loop (an async tool is called there too; a
       synchronous one in the executor, see :func:`blocking`);
     - in a thread of a run that an event loop drives (:func:`driven_from`), awaited on
-      that loop, this thread waiting for it;
+      that loop, this thread waiting for it (a call the loop cancels, as it stops, raises
+      ``concurrent.futures.CancelledError`` here: its outcome is unknown);
     - anywhere else (the synchronous engine), in an event loop of its own, in a thread of
       its own when this thread runs a loop already.
     """

@@ -8,6 +8,7 @@ review verdict, a compaction plan) and the step applies them.
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import time
 import traceback
@@ -453,6 +454,12 @@ class Step:
         call = self._before_tool(tool, args_dict, key)
         try:
             result = called(tool.fn, args, ctx)
+        except concurrent.futures.CancelledError as exc:
+            # An async tool's call that its event loop cancelled (it is stopping): not the
+            # tool's answer, and what it did is unknown, as after a crash.
+            self._after_tool(call, "cancelled")
+            raise Unavailable(f"{tool.name}: its call was cancelled before it answered (the "
+                              "event loop that ran it is stopping)") from exc
         except Exception as exc:
             error = describe(exc)
             self._after_tool(call, error)

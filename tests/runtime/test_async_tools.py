@@ -24,6 +24,8 @@ from fsm import (
     ToolSpec,
     define_workflow,
 )
+from fsm.observability.hooks import Hooks, in_scope, scope
+from fsm.records import RunState
 from fsm.store.base import Store
 from fsm.store.postgres import PostgresStore
 
@@ -125,3 +127,120 @@ def test_the_async_engine_awaits_an_async_tool_on_the_loop_that_drives_the_run(
     assert sorted(till.paid) == [(f"p{i}:2", 500) for i in range(3)]
     assert till.loops == {loop} and till.threads == {loop_thread}
     assert all(len(_errors(runs_store, f"p{i}")) == 1 for i in range(3))
+
+
+class Bank:
+    """An async write tool whose request has gone out before it waits for the answer."""
+
+    def __init__(self) -> None:
+        self.sent: list[str | None] = []
+        self.waiting = asyncio.Event()
+
+    async def pay(self, args: Pay, ctx: ToolContext) -> dict[str, Any]:
+        self.sent.append(ctx.key)
+        self.waiting.set()
+        await asyncio.sleep(3600)  # the answer never comes: the loop stops first
+        return {"paid": args.amount}
+
+
+def test_an_async_write_cut_short_by_its_loop_stopping_is_in_doubt_not_refused(
+        tmp_path: Path) -> None:
+    """The service stops (every task cancelled) while an async write waits for its answer,
+    its step in one of the engine's threads: the step says the infrastructure failed, not
+    that the tool refused, so the model is never told the payment failed; a later drive
+    finds the write in doubt and hands the run to a person, paying nothing again."""
+    bank = Bank()
+    spec = define_workflow(
+        "paying", transitions={"paying": {"paid": "done"}}, tools_by_state={"paying": ["pay"]},
+        initial="paying", terminal={"done"},
+        tools=[ToolSpec("pay", bank.pay, "Pay the amount.", args=Pay, write=True)])
+
+    def once(view: Any) -> Action:
+        if any(m.get("tool") == "pay" and "result" in m for m in view.messages):
+            return Action(tool=ADVANCE, args={"event": "paid"})
+        return Action(tool="pay", args={"amount": 500})
+
+    with SQLiteStore(str(tmp_path / "runs.db")) as store:
+        async def stopping() -> BaseException | RunState:
+            engine = AsyncEngine(spec, store, once, threads=2)
+            drive = asyncio.create_task(engine.start("pay it", run_id="r"))
+            await asyncio.wait_for(bank.waiting.wait(), 30)
+            for task in asyncio.all_tasks():  # the service stops
+                if task is not asyncio.current_task():
+                    task.cancel()
+            [ended] = await asyncio.gather(drive, return_exceptions=True)
+            await engine.aclose()
+            return ended
+
+        ended = asyncio.run(stopping())
+        assert isinstance(ended, asyncio.CancelledError)
+        log = store.events("r")
+        assert [e.detail.get("error") for e in log if e.kind == "tool"] == []
+        [unavailable] = [e for e in log if e.kind == "unavailable"]
+        assert "cancelled before it answered" in (unavailable.reason or "")
+
+        async def later() -> RunState:
+            async with AsyncEngine(spec, store, once, threads=2) as engine:
+                return await engine.resume("r", take_over=True)
+
+        run = asyncio.run(later())
+    assert bank.sent == ["r:1"]
+    assert run.status == "handed_over" and "in doubt" in (run.reason or ""), run.reason
+
+
+class Marker(Hooks):
+    """A hook that does nothing: whether it is in scope is what is looked at."""
+
+
+def test_hooks_in_scope_where_the_engine_was_made_are_in_scope_in_its_runs_steps(
+        store: tuple[Store, bool]) -> None:
+    """As in the engine's threads: a tool (and a fault point) in a step sees the hooks
+    that were in scope where the engine was made, wherever the step runs."""
+    runs_store, on_loop = store
+    seen: list[tuple[Hooks, ...]] = []
+
+    def look(args: Any, ctx: ToolContext) -> dict[str, Any]:
+        seen.append(in_scope())
+        return {}
+
+    spec = define_workflow(
+        "looking", transitions={"looking": {"looked": "done"}},
+        tools_by_state={"looking": ["look"]}, initial="looking", terminal={"done"},
+        tools=[ToolSpec("look", look, "Look.")])
+
+    def looker(view: Any) -> Action:
+        if any(m.get("tool") == "look" and "result" in m for m in view.messages):
+            return Action(tool=ADVANCE, args={"event": "looked"})
+        return Action(tool="look", args={})
+
+    marker = Marker()
+
+    async def main() -> str:
+        with scope(marker):
+            engine = AsyncEngine(spec, runs_store, looker, store_on_loop=on_loop)
+        async with engine:
+            return (await engine.start("look", run_id="l")).status
+
+    assert asyncio.run(main()) == "done"
+    assert seen and all(any(h is marker for h in s) for s in seen), seen
+
+
+def test_a_loop_with_a_task_factory_of_its_own_drives_the_runs(
+        store: tuple[Store, bool]) -> None:
+    """A loop whose task factory takes only (loop, coroutine), as older libraries install."""
+    runs_store, on_loop = store
+    till = Till()
+    made: list[int] = []
+
+    def factory(loop: asyncio.AbstractEventLoop, coro: Any) -> asyncio.Task[Any]:
+        made.append(1)
+        return asyncio.Task(coro, loop=loop)
+
+    async def main() -> str:
+        asyncio.get_running_loop().set_task_factory(factory)  # type: ignore[arg-type]
+        async with AsyncEngine(_spec(till), runs_store, cashier,
+                               store_on_loop=on_loop) as engine:
+            return (await engine.start("pay it", run_id="p")).status
+
+    assert asyncio.run(main()) == "done"
+    assert till.paid == [("p:2", 500)] and made
