@@ -21,12 +21,13 @@ import asyncio
 import contextlib
 import contextvars
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
 from fsm._bridge import driven_from, run_bridged
+from fsm.observability.hooks import Hooks, adopt
 from fsm.records import RunState
 
 R = TypeVar("R")
@@ -131,7 +132,8 @@ def _advance(driving: Driving[Any], sent: Any, raised: BaseException | None,
 async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | None, *,
                          executor: Executor,
                          keep_going: Callable[[RunState], bool] | None = None,
-                         on_loop: bool = False, admit: asyncio.Semaphore | None = None
+                         on_loop: bool = False, admit: asyncio.Semaphore | None = None,
+                         hooks: Iterable[Hooks] | None = None
                          ) -> AsyncGenerator[RunState | Done, None]:
     """Drive ``driving`` from the event loop: its own work runs in ``executor``, one
     resumption at a time, and each ask awaits the policy (an async policy on the loop, a
@@ -143,6 +145,10 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
     a bridged greenlet on the loop's thread instead (:func:`fsm._bridge.run_bridged`), its
     database work awaited there, once ``admit`` lets it begin (``admit`` is ignored
     otherwise); only its tools' calls go to the executor.
+
+    Every resumption, and each ask of the policy, runs in one context of its own (a copy
+    of the caller's, with ``hooks`` in scope as the engine's threads have them): what one
+    sets, the next sees.
 
     After a run, the generator goes on in the same resumption while ``keep_going(run)``
     holds; without it, it waits for the caller to take the run (who may stop there).
@@ -157,6 +163,8 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
     # resumption ends) is there in the next, whichever thread or greenlet runs it.
     context = contextvars.copy_context()
     context.run(driven_from, asyncio.get_running_loop())  # an async tool is awaited here
+    if hooks is not None:
+        context.run(adopt, hooks)
     try:
         while True:
             if on_loop and admit is not None:
@@ -175,7 +183,7 @@ async def answered_async(driving: Driving[R], policy: Callable[[Any], Any] | Non
                 return
             if isinstance(item, Ask):
                 try:
-                    sent = await _awaited(executor, policy, item.view)
+                    sent = await _awaited(executor, policy, item.view, context)
                 except Exception as exc:  # noqa: BLE001 - the step's rules judge it
                     raised = exc
     finally:
@@ -189,8 +197,7 @@ def _resumption(executor: Executor, on_loop: bool, admit: asyncio.Semaphore | No
     the place ``admit`` gave it when it ends), or in the executor (a thread's future)."""
     if not on_loop:
         return executor.submit(context.run, _advance, *args)
-    working = asyncio.get_running_loop().create_task(
-        run_bridged(executor, _advance, *args), context=context)
+    working = asyncio.ensure_future(run_bridged(executor, _advance, *args, context=context))
     if admit is not None:
         working.add_done_callback(lambda _: admit.release())
     return working
@@ -215,13 +222,15 @@ async def _let_go(driving: Driving[Any], working: asyncio.Future[Any] | Future[A
         if cancelled is not None:
             raise cancelled
         return
-    closing = asyncio.get_running_loop().create_task(_admitted(
-        admit, lambda: run_bridged(executor, driving.close)), context=context) if on_loop \
+    closing = asyncio.ensure_future(_admitted(
+        admit, lambda: run_bridged(executor, driving.close, context=context))) if on_loop \
         else asyncio.wrap_future(executor.submit(context.run, driving.close))
-    try:
-        await asyncio.shield(closing)
-    except asyncio.CancelledError as exc:
-        cancelled = exc  # the close goes on, shielded
+    while not closing.done():
+        try:
+            await asyncio.shield(closing)
+        except asyncio.CancelledError as exc:
+            cancelled = exc  # the close goes on, shielded, however often it is cancelled
+    closing.result()
     if cancelled is not None:
         raise cancelled
 
@@ -234,9 +243,14 @@ async def _admitted(admit: asyncio.Semaphore | None, work: Callable[[], Awaitabl
         return await work()
 
 
-async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view: Any) -> Any:
+async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view: Any,
+                   context: contextvars.Context) -> Any:
+    """The policy's answer to ``view``, asked in ``context`` (where the step's model call
+    span is the current one): an async policy on the loop, a synchronous one in the
+    executor."""
     assert policy is not None, "this engine has no policy to drive runs with"
-    if is_async_policy(policy):
-        return await policy(view)
-    raw = await asyncio.wrap_future(executor.submit(policy, view))
-    return await raw if inspect.isawaitable(raw) else raw
+    raw = await asyncio.wrap_future(executor.submit(context.run, policy, view)) \
+        if not is_async_policy(policy) else policy(view)
+    if not inspect.isawaitable(raw):
+        return raw
+    return await context.run(asyncio.ensure_future, raw)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -29,8 +30,18 @@ SMALL = "Order A-1001: it arrived broken, please refund it"
 ORDERS = [("A-1001", "asha"), ("A-1004", "asha"), ("A-1005", "dev")]
 
 
+#: The span current while each policy call ran.
+SEEN: list[str] = []
+
+
 async def async_clerk(view: View) -> Any:
     await asyncio.sleep(0.001)  # the loop runs other work between a step's two halves
+    SEEN.append(getattr(trace.get_current_span(), "name", "none"))
+    return clerk(view)
+
+
+def sync_clerk(view: View) -> Any:
+    SEEN.append(getattr(trace.get_current_span(), "name", "none"))
     return clerk(view)
 
 
@@ -51,15 +62,18 @@ def desk(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store
         shop.close()
 
 
+@pytest.mark.parametrize("policy", [async_clerk, sync_clerk], ids=["async", "sync"])
 def test_runs_driven_from_the_loop_nest_their_spans_and_detach_in_order(
-        desk: tuple[Store, Any, bool], caplog: pytest.LogCaptureFixture) -> None:
+        desk: tuple[Store, Any, bool], policy: Any, caplog: pytest.LogCaptureFixture) -> None:
+    """Each policy call runs with its chat span current, as under the synchronous engine."""
     store, shop, on_loop = desk
+    SEEN.clear()
     spans = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
 
     async def main() -> list[Any]:
-        async with AsyncEngine(build(shop), store, async_clerk, threads=4,
+        async with AsyncEngine(build(shop), store, policy, threads=4,
                                store_on_loop=on_loop, hooks=[Tracing(provider)]) as engine:
             return list(await asyncio.gather(*[
                 engine.start(SMALL.replace("A-1001", order), user=user, run_id=f"r{i}")
@@ -71,6 +85,7 @@ def test_runs_driven_from_the_loop_nest_their_spans_and_detach_in_order(
     assert [r.status for r in runs] == ["done"] * len(ORDERS)
     assert not [r for r in caplog.records if "detach" in r.getMessage()], \
         [r.getMessage() for r in caplog.records]
+    assert SEEN and all(name.startswith("chat ") for name in SEEN), SEEN
     finished = spans.get_finished_spans()
     for i in range(len(ORDERS)):
         root = run_context(f"r{i}")
