@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -72,8 +72,14 @@ class AsyncEngine:
         self._idle: asyncio.Event | None = None
         #: The last of the drivers still open when :meth:`aclose` ended shuts the threads.
         self._shut_by_last = False
+        #: The threads are shut: nothing more can be read or written through this engine.
+        self._shut = False
+        #: The closing :meth:`aclose` began (later calls wait for the same one).
+        self._closed_by: asyncio.Future[None] | None = None
+        #: The hooks in scope here, in scope for the runs' steps (as in the threads).
+        self._scoped = in_scope()
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="fsm-async",
-                                        initializer=adopt, initargs=(in_scope(),))
+                                        initializer=adopt, initargs=(self._scoped,))
 
     @property
     def spec(self) -> WorkflowSpec:
@@ -89,14 +95,23 @@ class AsyncEngine:
 
     async def _call(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """``fn`` run in the engine's threads (what touches the store)."""
-        self._refuse_if_closed()
+        if self._shut:
+            raise _closed()
         return await asyncio.wrap_future(self._pool.submit(functools.partial(fn, *args,
                                                                              **kwargs)))
 
-    def _refuse_if_closed(self) -> None:
-        if self._closing:
-            raise EngineClosed("this AsyncEngine is closed (aclose): make a new one to "
-                               "drive runs")
+    @contextlib.contextmanager
+    def _work(self, *, writes: bool = True) -> Iterator[None]:
+        """One call of the API, counted while it is under way (:meth:`aclose` waits for
+        it). Once :meth:`aclose` has begun, a call that would write or drive is refused;
+        one that reads, until the threads are shut."""
+        if self._shut or (writes and self._closing):
+            raise _closed()
+        self._busy += 1
+        try:
+            yield
+        finally:
+            self._rests()
 
     async def _on_loop(self) -> bool:
         """Whether runs are driven on the loop: the store's async driver is open for it
@@ -143,13 +158,13 @@ class AsyncEngine:
         the next run (a commit)."""
         if self._closing:
             driving.close()
-            self._refuse_if_closed()
+            raise _closed()
         self._open += 1
         self._busy += 1
         try:
             steps = answered_async(driving, self.engine.policy, executor=self._pool,
                                    keep_going=keep_going, on_loop=await self._on_loop(),
-                                   admit=self.engine.store.admission())
+                                   admit=self.engine.store.admission(), hooks=self._scoped)
             try:
                 async for item in steps:
                     self._rests()
@@ -165,7 +180,7 @@ class AsyncEngine:
             self._open -= 1
             self._rests()
             if self._shut_by_last and not self._open:
-                self._pool.shutdown(wait=False)  # aclose left the threads to the last one
+                self._shut_down()  # aclose left the threads to the last one
 
     def _rests(self) -> None:
         """A drive's work under way has ended (it waits at a yield, or is done)."""
@@ -179,26 +194,33 @@ class AsyncEngine:
                     budgets: Budgets | None = None, drive: bool = True,
                     meta: dict[str, Any] | None = None) -> RunState:
         """Create a run with ``goal`` as its first message, and drive it (see
-        :meth:`Engine.start <fsm.runtime.engine.Engine.start>`)."""
-        run = await self._call(self.engine.start, goal, user=user, run_id=run_id,
-                               budgets=budgets, drive=False, meta=meta)
-        return await self.resume(run.run_id) if drive and run.status == "running" else run
+        :meth:`Engine.start <fsm.runtime.engine.Engine.start>`). Created while
+        :meth:`aclose` begins, the run is given back as created, not driven."""
+        with self._work():
+            run = await self._call(self.engine.start, goal, user=user, run_id=run_id,
+                                   budgets=budgets, drive=False, meta=meta)
+            if not drive or run.status != "running" or self._closing:
+                return run
+            return await self._finish(self.engine._steps(run.run_id, False, None))
 
     async def start_conversation(self, goal: str, *, user: str = "",
                                  run_id: str | None = None, budgets: Budgets | None = None,
                                  drive: bool = True, meta: dict[str, Any] | None = None
                                  ) -> Conversation:
         """Start a run that talks with its customer, and give out its reply token."""
-        talk = await self._call(self.engine.start_conversation, goal, user=user,
-                                run_id=run_id, budgets=budgets, drive=False, meta=meta)
-        if drive and talk.run.status == "running":
-            talk = dataclasses.replace(talk, run=await self.resume(talk.run.run_id))
-        return talk
+        with self._work():
+            talk = await self._call(self.engine.start_conversation, goal, user=user,
+                                    run_id=run_id, budgets=budgets, drive=False, meta=meta)
+            if not drive or talk.run.status != "running" or self._closing:
+                return talk
+            return dataclasses.replace(talk, run=await self._finish(
+                self.engine._steps(talk.run.run_id, False, None)))
 
     async def resume(self, run_id: str, *, take_over: bool = False,
                      policy_record: dict[str, Any] | None = None) -> RunState:
         """Continue a run from its last checkpoint until it stops or waits."""
-        return await self._finish(self.engine._steps(run_id, take_over, policy_record))
+        with self._work():
+            return await self._finish(self.engine._steps(run_id, take_over, policy_record))
 
     async def steps(self, run_id: str, *, take_over: bool = False,
                     policy_record: dict[str, Any] | None = None) -> AsyncIterator[Outcome]:
@@ -227,50 +249,65 @@ class AsyncEngine:
                      event: str | None = None, drive: bool = True,
                      amend: dict[str, Any] | None = None) -> RunState:
         """Approve or deny what a paused run waits for, then continue the run."""
-        return await self._finish(self.engine._deciding(
-            run_id, approved, reviewer, note, event=event, drive=drive, amend=amend))
+        with self._work():
+            return await self._finish(self.engine._deciding(
+                run_id, approved, reviewer, note, event=event, drive=drive, amend=amend))
 
     async def reply(self, run_id: str, text: str, *, token: str | None = None,
                     asked: str | None = None, drive: bool = True) -> RunState:
-        """Keep the customer's reply, then let the run read it and go on."""
-        await self._call(self.engine.accept_reply, run_id, text, token=token, asked=asked)
-        return await self.deliver(run_id, drive=drive)
+        """Keep the customer's reply, then let the run read it and go on. Kept while
+        :meth:`aclose` begins, the reply is left for a later delivery: the run is given
+        back as it is."""
+        with self._work():
+            await self._call(self.engine.accept_reply, run_id, text, token=token,
+                             asked=asked)
+            if self._closing:
+                return await self._call(self.engine.store.load_run, run_id)
+            return await self._finish(self.engine._delivering(run_id, drive=drive))
 
     async def deliver(self, run_id: str, *, drive: bool = True) -> RunState:
         """Let a run that waits for its customer read its kept replies, and drive on."""
-        return await self._finish(self.engine._delivering(run_id, drive=drive))
+        with self._work():
+            return await self._finish(self.engine._delivering(run_id, drive=drive))
 
     async def close_handover(self, run_id: str, person: str, outcome: str, note: str, *,
                              event: str | None = None, drive: bool = True) -> RunState:
         """Close a handed-over run's handover (``resumed`` continues the run)."""
-        return await self._finish(self.engine._closing(run_id, person, outcome, note,
-                                                       event=event, drive=drive))
+        with self._work():
+            return await self._finish(self.engine._closing(run_id, person, outcome, note,
+                                                           event=event, drive=drive))
 
     async def take_handover(self, run_id: str, person: str, *, note: str | None = None
                             ) -> RunState:
         """Take a handed-over run (see :meth:`Engine.take_handover`)."""
-        return await self._call(self.engine.take_handover, run_id, person, note=note)
+        with self._work():
+            return await self._call(self.engine.take_handover, run_id, person, note=note)
 
     async def raise_budgets(self, run_id: str, limits: dict[str, Any], by: str) -> RunState:
         """Raise a run's budgets (see :meth:`Engine.raise_budgets`)."""
-        return await self._call(self.engine.raise_budgets, run_id, limits, by)
+        with self._work():
+            return await self._call(self.engine.raise_budgets, run_id, limits, by)
 
     async def fork(self, run_id: str, *, at: int, new_run_id: str | None = None) -> RunState:
         """A new run from what ``run_id`` had committed at step ``at`` (not driven)."""
-        return await self._call(self.engine.fork, run_id, at=at, new_run_id=new_run_id)
+        with self._work():
+            return await self._call(self.engine.fork, run_id, at=at, new_run_id=new_run_id)
 
     async def sweep(self, *, raising: bool = True) -> Swept:
         """Apply every expired approval and wait for a customer: the runs it expired, and
         what it could not do (see :meth:`Engine.sweep`)."""
-        return await self._call(self.engine.sweep, raising=raising)
+        with self._work():
+            return await self._call(self.engine.sweep, raising=raising)
 
     async def load(self, run_id: str) -> RunState:
         """The run as its last commit left it."""
-        return await self._call(self.engine.store.load_run, run_id)
+        with self._work(writes=False):
+            return await self._call(self.engine.store.load_run, run_id)
 
     async def events(self, run_id: str) -> list[Event]:
         """The run's event log, in order."""
-        return await self._call(self.engine.store.events, run_id)
+        with self._work(writes=False):
+            return await self._call(self.engine.store.events, run_id)
 
     # -- the engine's life ----------------------------------------------------------------
 
@@ -282,11 +319,16 @@ class AsyncEngine:
         in flight ends at its next commit, as a worker's runs do when it stops: a step
         under way (its model's answer, its tools, its commit) is finished, never cut, and
         the run's lease is given back; the caller gets the run as that commit left it,
-        and a later drive goes on from there. ``aclose`` waits for that, from the loop
-        that drives the runs."""
-        if self._closing:
-            return
-        self._closing = True
+        and a later drive goes on from there. A call that only reads (:meth:`load`,
+        :meth:`events`) is answered until the threads are shut. ``aclose`` waits for that,
+        from the loop that drives the runs; a second call, or one after a cancelled
+        first, waits for the same closing."""
+        if self._closed_by is None:
+            self._closing = True
+            self._closed_by = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._closed_by)
+
+    async def _close(self) -> None:
         while self._busy:
             self._idle = asyncio.Event()
             await self._idle.wait()
@@ -301,10 +343,18 @@ class AsyncEngine:
         if self._open:  # a driver held open at a yield by its caller closes them
             self._shut_by_last = True
         else:
-            self._pool.shutdown(wait=False)
+            self._shut_down()
+
+    def _shut_down(self) -> None:
+        self._shut = True
+        self._pool.shutdown(wait=False)
 
     async def __aenter__(self) -> AsyncEngine:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+
+def _closed() -> EngineClosed:
+    return EngineClosed("this AsyncEngine is closed (aclose): make a new one to drive runs")

@@ -360,6 +360,84 @@ def test_closing_the_engine_while_its_caller_holds_the_steps_ends_them_at_the_ne
     assert store.load_run("r").step == 1 and _ledger(shop) == []
 
 
+def test_a_second_aclose_and_one_after_a_cancelled_first_wait_for_the_same_closing(
+        tmp_path: Path) -> None:
+    store, shop, _ = _desk(tmp_path)
+
+    async def main() -> tuple[bool, bool, str]:
+        thinking, answer = asyncio.Event(), asyncio.Event()
+
+        async def slow(view: View) -> Any:
+            if view.step == 6:
+                thinking.set()
+                await answer.wait()
+            return clerk(view)
+
+        engine = AsyncEngine(build(shop), store, slow)
+        drive = asyncio.create_task(engine.start(SMALL, user="asha", run_id="r"))
+        await thinking.wait()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(engine.aclose(), 0.2)  # the first gives up waiting
+        second = asyncio.create_task(engine.aclose())
+        third = asyncio.create_task(engine.aclose())
+        await asyncio.sleep(0.1)
+        waited = not second.done() and not third.done()
+        answer.set()
+        await asyncio.wait_for(asyncio.gather(second, third), 60)
+        stopped = await drive
+        return waited, engine._shut, stopped.status  # type: ignore[attr-defined]
+
+    try:
+        waited, shut, status = asyncio.run(main())
+    finally:
+        store.close()
+    assert waited, "a later aclose returned before the closing it joined had ended"
+    assert shut and status == "running"
+    assert _ledger(shop) == [("A-1001", "kettle-1", 35_000)]
+
+
+class HeldCreation(Hooks):
+    """Holds the commit that creates a run until the test lets it land."""
+
+    def __init__(self) -> None:
+        self.inside, self.go = threading.Event(), threading.Event()
+
+    def after_commit(self, commit: CommitInfo) -> None:
+        if commit.initial:
+            self.inside.set()
+            assert self.go.wait(30)
+
+
+def test_aclose_waits_for_a_start_under_way_which_gives_back_its_run_undriven(
+        tmp_path: Path) -> None:
+    """A run created while ``aclose()`` begins is given back as created, not driven, and
+    ``aclose`` waits for it; a read is still answered while it waits."""
+    store, shop, _ = _desk(tmp_path)
+    held = HeldCreation()
+
+    async def main() -> tuple[Any, bool, Any]:
+        engine = AsyncEngine(build(shop), store, async_clerk, hooks=[held])
+        starting = asyncio.create_task(engine.start(SMALL, user="asha", run_id="r"))
+        await asyncio.to_thread(held.inside.wait, 30)
+        closing = asyncio.create_task(engine.aclose())
+        await asyncio.sleep(0.1)
+        waited = not closing.done()
+        read = await engine.load("r")  # a read is answered while aclose waits
+        held.go.set()
+        run = await asyncio.wait_for(starting, 60)
+        await asyncio.wait_for(closing, 60)
+        return run, waited, read
+
+    try:
+        run, waited, read = asyncio.run(main())
+        assert [r.run_id for r in store.list_runs()] == ["r"]
+    finally:
+        store.close()
+    assert waited, "aclose did not wait for the start under way"
+    assert (run.status, run.step) == ("running", 0) and read.step == 0
+    assert _ledger(shop) == []
+
+
 class GatedShop(PostgresShop):
     """A shop whose lookup of order A-1001 waits until :attr:`go` is set; it records each
     order looked up."""
