@@ -91,10 +91,17 @@ class AsyncWorker(Worker):
                 await asyncio.gather(*tasks, return_exceptions=True)
         finally:
             listening.set()
+            # Left early (cancelled, or failed): each run in flight is let go after the
+            # step it is in, its lease given back, as at a stop.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             await self._in(pool, self.close_resources)
             if self._on_loop:
                 await self.store.close_async()
-            pool.shutdown(wait=True)
+            # Waited for in a thread: a run's thread may be waiting on this loop (an async
+            # tool's call), which must go on meanwhile.
+            await asyncio.to_thread(pool.shutdown, True)
         self.say("stopped")
 
     async def _open_on_loop(self) -> bool:
@@ -148,7 +155,8 @@ class AsyncWorker(Worker):
             engine = await self._in(pool, self._engine, run_id, owner)
             driving = answered_async(engine._steps(run_id, False, None), engine.policy,
                                      executor=pool, keep_going=self._goes_on,
-                                     on_loop=self._on_loop, admit=self.store.admission())
+                                     on_loop=self._on_loop, admit=self.store.admission(),
+                                     hooks=self.hooks)
             run: RunState | None = None
             stopped = False
             async with contextlib.aclosing(driving):

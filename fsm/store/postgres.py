@@ -209,7 +209,8 @@ class PostgresDatabase(Database):
         if not isinstance(exc, PoolTimeout):
             return exc
         try:
-            psycopg.connect(self.url, connect_timeout=max(1, int(self.timeouts.connect)),
+            # Briefly: a server that does not answer at all has been waited for already.
+            psycopg.connect(self.url, connect_timeout=max(1, min(3, int(self.timeouts.connect))),
                             **self._kwargs).close()
         except psycopg.Error as refused:
             return refused
