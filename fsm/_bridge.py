@@ -28,7 +28,8 @@ try:
 except ImportError:  # pragma: no cover - installed with fsm[postgres]
     greenlet = None  # type: ignore[assignment]
 
-__all__ = ["await_", "blocking", "bridged", "called", "driven_from", "entered", "run_bridged"]
+__all__ = ["await_", "blocking", "bridged", "called", "driven_from", "entered", "is_async",
+           "run_bridged"]
 
 T = TypeVar("T")
 
@@ -127,13 +128,16 @@ def called(fn: Callable[..., Any], *args: Any) -> Any:
     - anywhere else (the synchronous engine), in an event loop of its own, in a thread of
       its own when this thread runs a loop already.
     """
-    if bridged() and _is_async(fn):
-        return await_(fn(*args))
-    value = blocking(fn, *args)
-    if not inspect.isawaitable(value):
-        return value
     if bridged():
-        return await_(value)
+        value = fn(*args) if is_async(fn) else blocking(fn, *args)
+        return await_(value) if inspect.isawaitable(value) else value
+    value = fn(*args)
+    return _settled(value) if inspect.isawaitable(value) else value
+
+
+def _settled(value: Awaitable[T]) -> T:
+    """What ``value`` gives, awaited from a thread that is not a bridged greenlet (see
+    :func:`called`)."""
     loop = _DRIVING_LOOP.get()
     if loop is not None and loop.is_running() and not _runs_here(loop):
         return asyncio.run_coroutine_threadsafe(_awaited(value), loop).result()
@@ -148,7 +152,9 @@ async def _awaited(value: Awaitable[T]) -> T:
     return await value
 
 
-def _is_async(fn: Any) -> bool:
+def is_async(fn: Any) -> bool:
+    """Whether calling ``fn`` returns an awaitable (an ``async def`` function, or an
+    object whose ``__call__`` is one)."""
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
         getattr(fn, "__call__", None))  # noqa: B004 - a callable object's method
 

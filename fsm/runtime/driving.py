@@ -26,7 +26,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass
 from typing import Any, TypeVar, Union
 
-from fsm._bridge import driven_from, run_bridged
+from fsm._bridge import driven_from, is_async, run_bridged
 from fsm.observability.hooks import Hooks, adopt
 from fsm.records import RunState
 
@@ -95,11 +95,8 @@ def _called(policy: Callable[[Any], Any] | None, view: Any) -> Any:
     return raw
 
 
-def is_async_policy(policy: Any) -> bool:
-    """Whether calling ``policy`` returns an awaitable (an ``async def`` function, or an
-    object whose ``__call__`` is one)."""
-    return inspect.iscoroutinefunction(policy) or inspect.iscoroutinefunction(
-        getattr(policy, "__call__", None))  # noqa: B004 - a callable object's method
+#: Whether calling a policy returns an awaitable (see :func:`fsm._bridge.is_async`).
+is_async_policy = is_async
 
 
 class Done:
