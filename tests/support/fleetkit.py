@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +65,34 @@ def driving(kind: str, policy: str) -> list[str]:
     if kind == "async-loop":
         return ["--async", "--store-on-loop", "--policy", f"fleetkit:{policy}_async"]
     return ["--policy", f"fleetkit:{policy}"]
+
+
+# -- a worker in this process ----------------------------------------------------------------
+
+def run_until(worker: Any, until: Callable[[], Any], timeout: float = 30.0
+              ) -> list[BaseException]:
+    """Run ``worker`` (a :class:`~fsm.worker.Worker` or an async one) in a thread of this
+    process until ``until()`` holds, or ``timeout`` seconds (which only bound a failure);
+    then stop it and wait for it to end. What its ``run()`` raised, if anything."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except BaseException as exc:  # noqa: BLE001 - given back to the test
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while not until() and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        worker.stop()
+        thread.join(60)
+    assert not thread.is_alive(), "the worker did not stop"
+    return raised
 
 
 # -- processes -----------------------------------------------------------------------------

@@ -5,8 +5,6 @@ drives every run to its end."""
 
 from __future__ import annotations
 
-import threading
-import time
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -14,6 +12,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from fleetkit import run_until
 
 from fsm import ADVANCE, Action, Engine, ToolContext, ToolSpec, define_workflow
 from fsm.store.pg_session import Timeouts
@@ -68,26 +67,10 @@ def test_a_worker_whose_async_pool_cannot_open_keeps_to_its_threads(
     lines: list[str] = []
     worker = AsyncWorker(store, WorkerConfig(poll_seconds=0.1, concurrency=3,
                                              store_on_loop=True), log=lines.append)
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            worker.run()
-        except BaseException as exc:  # noqa: BLE001 - what the test looks for
-            raised.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
     try:
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and any(
-                store.load_run(r).status != "done" for r in runs):
-            time.sleep(0.1)
-    finally:
-        worker.stop()
-        thread.join(60)
-    try:
-        assert not thread.is_alive() and raised == []
+        raised = run_until(worker, lambda: all(store.load_run(r).status == "done"
+                                               for r in runs), timeout=90)
+        assert raised == []
         assert [store.load_run(r).status for r in runs] == ["done"] * 3
         stamps = [[e for e in store.events(r) if e.kind == "tool" and e.tool == "stamp"]
                   for r in runs]

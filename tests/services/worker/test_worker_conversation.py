@@ -5,7 +5,6 @@ answers expire, and reads a reply a process kept but left unread."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 
 import chat_desk
 import pytest
+from fleetkit import run_until
 
 from fsm import Engine
 from fsm.store import open_store
@@ -44,15 +44,7 @@ def work(store: Store, until: Callable[[], bool], clock: Callable[[], float] = t
     lines: list[str] = []
     worker = Worker(store, WorkerConfig(poll_seconds=0.05, sweep_seconds=0.05),
                     clock=clock, log=lines.append)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not until() and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        worker.stop()
-        thread.join(30)
+    run_until(worker, until)
     assert until(), lines
     return lines
 

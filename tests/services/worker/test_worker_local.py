@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from crashkit import FSM_BIN
+from fleetkit import run_until
 from prometheus_client.parser import text_string_to_metric_families
 
 from fsm import Engine, EngineConfig, MemoryStore, StoreError, StoreUnavailable, open_store
@@ -37,16 +38,7 @@ def fsm(*args: str, db: str, check: bool = True) -> subprocess.CompletedProcess[
 def drive_with_worker(store: Any, until: Any, **config: Any) -> tuple[Worker, list[str]]:
     lines: list[str] = []
     worker = Worker(store, WorkerConfig(poll_seconds=0.05, **config), log=lines.append)
-    thread = threading.Thread(target=worker.run)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not until() and time.monotonic() < deadline:
-            time.sleep(0.02)
-    finally:
-        worker.stop()
-        thread.join(30)
-    assert not thread.is_alive()
+    run_until(worker, until)
     return worker, lines
 
 
@@ -128,16 +120,8 @@ def _metered_fleet(store: SQLiteStore) -> None:
         assert before[("fsm_worker_in_flight", ())] == 0
         assert before[("fsm_worker_leases_held", ())] == 0
         assert before[("fsm_worker_concurrency", ())] == 3
-        thread = threading.Thread(target=worker.run)
-        thread.start()
-        try:
-            deadline = time.monotonic() + 30
-            while {r.status for r in store.list_runs()} != {"done", "awaiting_approval"} \
-                    and time.monotonic() < deadline:
-                time.sleep(0.02)
-        finally:
-            worker.stop()
-            thread.join(30)
+        run_until(worker, lambda: {r.status for r in store.list_runs()} ==
+                  {"done", "awaiting_approval"})
         after = _scrape(port)
         with pytest.raises(urllib.error.HTTPError) as info:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/other")

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any
+
+from fleetkit import run_until
 
 from fsm import ADVANCE, Action, Engine, SQLiteStore, ToolContext, ToolSpec, define_workflow
 from fsm.worker import Worker, WorkerConfig
@@ -65,26 +66,10 @@ def test_a_resource_that_cannot_be_closed_at_shutdown_is_one_line_not_a_tracebac
                            "policy": "test_worker_threads:noter"})
     lines: list[str] = []
     worker = Worker(store, WorkerConfig(poll_seconds=0.05, concurrency=2), log=lines.append)
-    raised: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            worker.run()
-        except BaseException as exc:  # noqa: BLE001 - what the test looks for
-            raised.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and any(
-                store.load_run(f"n{i}").status != "done" for i in range(4)):
-            time.sleep(0.05)
-    finally:
-        worker.stop()
-        thread.join(60)
-    try:
-        assert not thread.is_alive() and raised == []
+        raised = run_until(worker, lambda: all(
+            store.load_run(f"n{i}").status == "done" for i in range(4)), timeout=60)
+        assert raised == []
         assert [store.load_run(f"n{i}").status for i in range(4)] == ["done"] * 4
     finally:
         store.close()
