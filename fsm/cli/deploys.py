@@ -1,6 +1,7 @@
 """Deploy commands: ``fsm definitions`` lists the versions runs live on, ``fsm migrate``
 moves runs to another version, ``fsm check-history`` replays stored runs against a
-candidate definition before a release."""
+candidate definition before a release (the last two also under their noun: ``fsm
+definitions migrate|check-history``, see :mod:`fsm.cli.nouns`)."""
 
 from __future__ import annotations
 
@@ -19,14 +20,19 @@ DbOpt = typer.Option(None, "--db", help=DB_HELP)
 JsonOpt = typer.Option(False, "--json", help=JSON_HELP)
 
 
-@app.command("definitions")
 def definitions_cmd(
-    workflow: str | None = typer.Argument(None, help="only this workflow's versions"),
+    ctx: typer.Context,
+    workflow: str | None = typer.Option(
+        None, "--workflow", help="only this workflow's versions (also given bare: fsm "
+        "definitions WORKFLOW)"),
     db: str | None = DbOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List the definitions runs live on, oldest first: each version's label and hash, how
-    many runs it has in each status, and whether the code here still defines it."""
+    many runs it has in each status, and whether the code here still defines it. With a
+    command, act on versions: fsm definitions migrate|check-history."""
+    if ctx.invoked_subcommand is not None:
+        return
     with reader_for(db) as store:
         rows = definition_rows(store, workflow)
     if as_json:

@@ -1,5 +1,6 @@
 """Deploys from the command line: ``fsm definitions``, versions in ``fsm runs``,
-``fsm diagram``/``fsm verify --version``, ``fsm migrate`` and ``fsm check-history``.
+``fsm diagram``/``fsm verify --version``, ``fsm migrate`` and ``fsm check-history`` (also
+``fsm definitions migrate|check-history``).
 
 A deploy is the workflow module's code changing under the same name: the tests start
 runs with ``deploykit:WORKFLOW`` as release 1 defines it, then put release 2 in its place.
@@ -58,6 +59,30 @@ def test_definitions_lists_each_version_with_its_runs_per_status(deployed: Cli) 
     table = deployed("definitions", "refund").out
     assert "awaiting_approval 1, done 1" in table and "kept" in table
     assert deployed("definitions", "other").out.strip() == "no definitions recorded for other"
+
+
+def test_definitions_is_a_noun_whose_bare_word_is_still_the_workflow(deployed: Cli) -> None:
+    """``fsm definitions migrate|check-history`` act on versions; any other bare word is
+    the workflow to list, wherever the listing's options stand."""
+    mine = deployed("definitions", "refund", "--json").out
+    assert [r["version"] for r in json.loads(mine)] == ["1", "2"]
+    for spelling in (["--workflow", "refund", "--json"], ["--json", "refund"],
+                     ["--json", "--", "refund"]):
+        assert deployed("definitions", *spelling).out == mine, spelling
+    assert deployed("definitions", "--workflow", "other").out.strip() == \
+        "no definitions recorded for other"
+
+    dry = deployed("definitions", "migrate", "--workflow", REF, "--from", "1", "--dry-run",
+                   "--by", "ops")
+    assert dry.code == 0 and dry.out == deployed(
+        "migrate", "--workflow", REF, "--from", "1", "--dry-run", "--by", "ops").out, dry
+    moved = deployed("definitions", "migrate", "big", "--to", "2", "--by", "ops")
+    assert moved.code == 0 and moved.out.splitlines()[-1] == "migrated 1 run(s) to version 2"
+    assert {r["run_id"]: r["version"] for r in as_json(deployed("runs", "--json"))}["big"] == "2"
+    checked = deployed("definitions", "check-history", "--against", "deploykit:ADDITIVE")
+    assert checked.code == 0 and checked.out.splitlines()[0].endswith(": 0 would break")
+    error_line(deployed("definitions", "migrate", "--from", "1", "--by", "ops"), exits.USAGE,
+               "--from needs --workflow W")
 
 
 def test_runs_show_each_runs_version(deployed: Cli) -> None:
