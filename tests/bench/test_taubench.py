@@ -163,3 +163,47 @@ def test_a_task_that_stops_matching_fails_the_benchmark(
     assert bench.main(["--tasks", "0"]) == 1
     monkeypatch.setattr(bench, "run", real)
     assert bench.main(["--tasks", "0"]) == 0
+
+
+def test_the_breakdown_says_where_a_steps_cpu_goes(tmp_path: Path) -> None:
+    """``--breakdown`` replays the same tasks with every statement timed: the steps are the
+    benchmark's own, every step commits the store at least once, and the parts add up."""
+    proc, result = _quick(tmp_path, "--tasks", "0,26", "--breakdown")
+    b, s = result["breakdown"], result["summary"]
+    assert b["steps"] == s["steps"] > 0
+    assert b["store_commits_per_step"] >= 1
+    assert 0 < b["commit_ms_per_step"] <= b["sql_ms_per_step"] < b["cpu_ms_per_step"]
+    assert b["python_ms_per_step"] == pytest.approx(
+        b["cpu_ms_per_step"] - b["sql_ms_per_step"], abs=0.002)
+    kinds = {k["kind"]: k for k in b["kinds"]}
+    assert kinds["fsm: COMMIT"]["per_step"] == b["store_commits_per_step"]
+    for statement in ("fsm: INSERT INTO events", "fsm: INSERT INTO messages",
+                      "fsm: UPDATE runs", "retail: SELECT … FROM retail_orders"):
+        assert kinds[statement]["per_step"] > 0, statement
+    assert "### Where a step's CPU goes" in proc.stdout
+    assert f"Over {b['steps']} steps" in (tmp_path / "taubench.md").read_text()
+
+
+@pytest.mark.parametrize("sql, kind", [
+    ("SELECT body FROM messages WHERE run_id = ?", "SELECT … FROM messages"),
+    ("select a,\n b from runs", "SELECT … FROM runs"),
+    ("INSERT INTO events (a) VALUES (?)", "INSERT INTO events"),
+    ("UPDATE runs SET x = 1", "UPDATE runs"),
+    ("DELETE FROM effects WHERE 1", "DELETE FROM effects"),
+    ("BEGIN IMMEDIATE", "BEGIN IMMEDIATE"),
+    ("COMMIT", "COMMIT"),
+    ("PRAGMA user_version", "PRAGMA"),
+    ("WITH x AS (SELECT 1) SELECT * FROM x", "WITH"),
+])
+def test_a_statement_is_timed_under_its_kind(sql: str, kind: str) -> None:
+    assert bench_script("taubench_breakdown").kind(sql) == kind
+
+
+def test_the_breakdown_takes_only_the_desks_own_sqlite(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "taubench.py"), "--breakdown", "--tools", "mcp"],
+        capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.splitlines()[-1] == (
+        "taubench.py: error: --breakdown times the desk's own SQLite statements: it takes "
+        "none of --model, --database, --tools mcp")

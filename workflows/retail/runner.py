@@ -102,9 +102,10 @@ def refusals(events: Sequence[Event]) -> list[Refusal]:
 class Bench:
     """One store and one retail database, in the database at ``location``."""
 
-    def __init__(self, location: str, spec: WorkflowSpec | None = None) -> None:
+    def __init__(self, location: str, spec: WorkflowSpec | None = None, *,
+                 synchronous: str | None = None) -> None:
         self.spec = spec or build()
-        self.store: Store = open_store(location)
+        self.store: Store = open_store(location, synchronous=synchronous)
         self.resources = Resources(self.spec.resources, self.store.location)
         try:
             self.db: RetailDatabase = self.resources.get("retail")
