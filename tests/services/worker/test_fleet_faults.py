@@ -39,10 +39,21 @@ def test_refunds_survive_database_restarts_terminated_sessions_and_kills(
         report = soak.run(orders, kill_for=9.0, kill_every=(1.5, 2.5), timeout=100,
                           faults=faults, waves=6, kills=2)
     print("\n".join(lines + report.lines()))
-    starts = [line for log in soak.log_of.values() for line in log.read_text().splitlines()
-              if "started (async" in line]
-    assert all(("steps on the loop" in line) == (kind == "async-loop") for line in starts)
+    logs = [log.read_text().splitlines() for log in soak.log_of.values()]
+    starts = [line for log in logs for line in log if "started (async" in line]
     assert bool(starts) == (kind != "threads")
+    if kind == "async-loop":
+        # A worker whose async pool does not open in time (it starts during a restart,
+        # or on a loaded machine: FSM_PG_CONNECT_TIMEOUT is 1s here) says so and runs its
+        # steps in the threads; every other one runs them on the loop.
+        for log in logs:
+            for i, line in enumerate(log):
+                if "started (async" in line and "steps on the loop" not in line:
+                    assert "steps in the threads" in line, line
+                    said = "cannot open the store's async driver, the steps run in the threads"
+                    assert any(said in before for before in log[:i]), log[:i + 1]
+    else:
+        assert not any("steps on the loop" in line for line in starts), starts
     assert report.problems == []
     assert report.faults.get("restart", 0) >= 1, report.faults
     assert report.faults.get("terminate", 0) + report.faults.get("terminate-shop", 0) >= 2
