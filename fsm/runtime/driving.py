@@ -95,10 +95,6 @@ def _called(policy: Callable[[Any], Any] | None, view: Any) -> Any:
     return raw
 
 
-#: Whether calling a policy returns an awaitable (see :func:`fsm._bridge.is_async`).
-is_async_policy = is_async
-
-
 class Done:
     """What the worker thread hands back when the generator has returned."""
 
@@ -246,8 +242,8 @@ async def _awaited(executor: Executor, policy: Callable[[Any], Any] | None, view
     span is the current one): an async policy on the loop, a synchronous one in the
     executor."""
     assert policy is not None, "this engine has no policy to drive runs with"
-    raw = await asyncio.wrap_future(executor.submit(context.run, policy, view)) \
-        if not is_async_policy(policy) else policy(view)
+    raw = policy(view) if is_async(policy) else \
+        await asyncio.wrap_future(executor.submit(context.run, policy, view))
     if not inspect.isawaitable(raw):
         return raw
     return await context.run(asyncio.ensure_future, raw)

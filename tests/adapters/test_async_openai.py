@@ -13,9 +13,9 @@ from openai_fixtures import assert_show_matches_server
 from refund_scripts import small_refund
 
 from fsm import AsyncEngine, Engine, MemoryStore, WorkflowSpec
+from fsm._bridge import is_async
 from fsm.adapters import AsyncOpenAIPolicy, OpenAIPolicy
 from fsm.records import verify_chain
-from fsm.runtime.driving import is_async_policy
 from fsm.testing import state_path
 from workflows.refund import Shop, build
 
@@ -51,7 +51,7 @@ def test_a_refund_through_the_async_client_sends_what_the_sync_policy_sends(
     server.script(*[call(name, args) for name, args in HAPPY])
     store = MemoryStore()
     policy = _policy(spec, server, [])
-    assert is_async_policy(policy)
+    assert is_async(policy)
     run = _drive(spec, store, policy)
     assert (run.status, run.state) == ("done", "done")
     assert [(r["order_id"], r["amount_paise"]) for r in shop.ledger()] == [("A-1001", 35000)]
